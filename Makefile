@@ -1,0 +1,39 @@
+# mapsvc: `make run` brings the whole service up, `make test` runs the whole suite.
+VENV ?= .venv
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup services run test lint fmt clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+services:
+	bash deploy/services.sh
+
+run: setup services
+	$(BIN)/mapsvc demo-data
+	$(BIN)/mapsvc up
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup
+	bash deploy/services.sh --test-tools
+	$(MAKE) lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+fmt: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The HTTP API (Starlette): thin handlers over the domain in ``shared``."""

@@ -1,0 +1,67 @@
+"""The application factory: ``create_app(settings) -> Starlette``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.ext.asyncio import create_async_engine
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Mount
+
+from api.errors import install_error_handlers
+from api.jobs import JobService, make_celery_client
+from api.middleware import RequestIdMiddleware
+from api.routes import ROUTES
+from shared.jobs import JobStore
+from shared.redis_clients import async_client, sync_client
+from shared.settings import Settings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """Build the API; its routes live under ``/api-user`` and again under ``/api/v1``.
+
+    Args:
+        settings: the settings to run with; read from the environment when None.
+    """
+    settings = settings or Settings()
+    settings.ensure_work_dir()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state = app.state
+        state.redis = sync_client(settings.redis_url)
+        state.aredis = async_client(settings.redis_url)
+        state.db = create_async_engine(
+            settings.database_url,
+            pool_pre_ping=True,
+            pool_size=5,
+            max_overflow=5,
+            connect_args={"connect_timeout": 3},
+        )
+        state.celery = make_celery_client(settings)
+        state.jobs = JobService(settings, JobStore(state.redis, settings), state.aredis, state.celery)
+        try:
+            yield
+        finally:
+            state.celery.close()
+            await state.db.dispose()
+            await state.aredis.aclose()
+            state.redis.close()
+
+    app = Starlette(
+        routes=[
+            Mount("/api-user", routes=ROUTES, name="api-user"),
+            Mount("/api/v1", routes=ROUTES, name="api-v1"),
+        ],
+        middleware=[Middleware(RequestIdMiddleware)],
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,112 @@
+"""One JSON error shape for every failure, and the table from error class to HTTP status."""
+
+from __future__ import annotations
+
+import logging
+
+import redis.exceptions
+import sqlalchemy.exc
+from kombu.exceptions import OperationalError as BrokerError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from shared.errors import (
+    ConflictError,
+    InvalidInputError,
+    JobCancelledError,
+    MapsvcError,
+    NotFoundError,
+    UnavailableError,
+    UnprocessableError,
+)
+
+__all__ = ["error_response", "install_error_handlers", "status_of"]
+
+log = logging.getLogger("mapsvc.api")
+
+STATUS: dict[type[MapsvcError], int] = {
+    MapsvcError: 500,
+    InvalidInputError: 400,
+    NotFoundError: 404,
+    ConflictError: 409,
+    JobCancelledError: 409,
+    UnprocessableError: 422,
+    UnavailableError: 503,
+}
+
+_HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}
+
+
+def status_of(error: MapsvcError) -> int:
+    """HTTP status of a domain error: the nearest class in :data:`STATUS`."""
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def error_response(
+    request: Request, status: int, code: str, message: str, detail: dict[str, object] | None = None
+) -> JSONResponse:
+    """The error body every failure uses: ``{"error": {"code", "message", "detail"}}``."""
+    body = {"error": {"code": code, "message": message, "detail": detail or {}}}
+    return JSONResponse(body, status_code=status, headers={"X-Request-ID": _request_id(request)})
+
+
+def _request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", ""))
+
+
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MapsvcError)
+    status = status_of(exc)
+    if status >= 500:
+        log.error("request %s: %s: %s", _request_id(request), exc.code, exc.message)
+    return error_response(request, status, exc.code, exc.message, exc.detail)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, f"http-{exc.status_code}")
+    message = exc.detail if exc.status_code not in _HTTP_CODES else (
+        f"no route {request.method} {request.url.path}"
+        if exc.status_code == 404
+        else f"method {request.method} not allowed on {request.url.path}"
+    )
+    response = error_response(request, exc.status_code, code, message)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    service = "Redis" if isinstance(exc, redis.exceptions.ConnectionError | BrokerError) else (
+        "PostgreSQL"
+    )
+    log.error("request %s: %s unreachable: %s", _request_id(request), service, exc)
+    return error_response(
+        request, 503, UnavailableError.code, f"{service} is unreachable; try again later",
+        {"service": service},
+    )
+
+
+async def _unhandled(request: Request, exc: Exception) -> Response:
+    rid = _request_id(request)
+    log.error("request %s failed", rid, exc_info=exc)
+    return error_response(
+        request, 500, MapsvcError.code, f"internal error (request id {rid})", {"request_id": rid}
+    )
+
+
+def install_error_handlers(app: Starlette) -> None:
+    """Route every kind of failure to the one JSON error shape."""
+    app.add_exception_handler(MapsvcError, _domain_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(redis.exceptions.ConnectionError, _unavailable)
+    app.add_exception_handler(redis.exceptions.TimeoutError, _unavailable)
+    app.add_exception_handler(BrokerError, _unavailable)
+    app.add_exception_handler(sqlalchemy.exc.OperationalError, _unavailable)
+    app.add_exception_handler(sqlalchemy.exc.InterfaceError, _unavailable)
+    app.add_exception_handler(Exception, _unhandled)

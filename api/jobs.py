@@ -1,0 +1,245 @@
+"""Jobs seen from the API: enqueue, describe, cancel, wait, and the heavy-endpoint reply.
+
+A heavy endpoint enqueues a job and waits for it up to ``MAPSVC_JOB_WAIT_S``: finished in time,
+it answers the job's result (or its error); otherwise ``202`` with the job descriptor, whose
+``links`` point at the job and its event stream. ``?async=1`` answers ``202`` at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio as aioredis
+from celery import Celery
+from celery.result import AsyncResult
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from api.params import flag
+from shared import events
+from shared.errors import (
+    ConflictError,
+    InvalidInputError,
+    JobCancelledError,
+    NotFoundError,
+    error_from_code,
+)
+from shared.jobs import FINISH_CANCELLED, FINISH_ERROR, JobRecord, JobStore
+from shared.queues import celery_config
+from shared.settings import Settings
+
+__all__ = ["JobService", "api_prefix", "check_job_id", "make_celery_client"]
+
+_JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_CELERY_STATES = {
+    "PENDING": "queued",
+    "RECEIVED": "queued",
+    "STARTED": "running",
+    "RETRY": "running",
+    "SUCCESS": "succeeded",
+    "FAILURE": "failed",
+    "REVOKED": "cancelled",
+}
+_TICK_S = 1.0
+
+
+def make_celery_client(settings: Settings) -> Celery:
+    """A Celery app used only to send tasks (by name) and to read their state."""
+    client = Celery("mapsvc")
+    client.config_from_object(celery_config(settings))
+    return client
+
+
+def api_prefix(request: Request) -> str:
+    """The prefix the request came in through: ``/api/v1`` or ``/api-user``."""
+    return "/api/v1" if request.url.path.startswith("/api/v1/") else "/api-user"
+
+
+def check_job_id(job_id: str) -> str:
+    """Refuse a job id that cannot be one (job ids are UUIDs)."""
+    if not _JOB_ID.match(job_id):
+        raise InvalidInputError("a job id is a lowercase UUID", job_id=job_id[:64])
+    return job_id
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JobService:
+    """The API's side of the job pipeline."""
+
+    def __init__(
+        self, settings: Settings, store: JobStore, aredis: aioredis.Redis, celery: Celery
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.aredis = aredis
+        self.celery = celery
+
+    async def enqueue(
+        self, kind: str, task_name: str, params: dict[str, Any], *, dedup: bool = False
+    ) -> str:
+        """Record a job and send its task; with ``dedup``, join an unfinished identical job.
+
+        Args:
+            kind: what the job does, for people (``raster-config``, ``probe``…).
+            task_name: the stable name of the Celery task.
+            params: keyword arguments of the task (JSON).
+            dedup: reuse the job already running with the same kind and parameters.
+
+        Returns:
+            The job id.
+        """
+        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup)
+
+    def _enqueue(self, kind: str, task_name: str, params: dict[str, Any], dedup: bool) -> str:
+        job_id = str(uuid.uuid4())
+        if dedup:
+            digest = hashlib.sha1(
+                json.dumps([kind, params], sort_keys=True).encode(), usedforsecurity=False
+            ).hexdigest()
+            key = f"mapsvc:dedup:{digest}"
+            ttl = self.settings.job_time_limit_s
+            if not self.store.client.set(key, job_id, nx=True, ex=ttl):
+                running = self.store.client.get(key)
+                record = self.store.get(running) if running else None
+                if record is not None and record.outcome is None:
+                    return record.id
+                self.store.client.set(key, job_id, ex=ttl)
+        self.store.create(job_id, kind, params)
+        self.celery.send_task(task_name, kwargs=params, task_id=job_id)
+        return job_id
+
+    async def describe(self, job_id: str, prefix: str = "/api-user") -> dict[str, Any]:
+        """The job descriptor: state, progress, times, result or error, links.
+
+        Raises:
+            NotFoundError: no such job (or it expired).
+        """
+        record = await run_in_threadpool(self._settled, check_job_id(job_id))
+        state = record.outcome or "running"
+        if record.outcome is None:
+            celery_state = await run_in_threadpool(lambda: AsyncResult(job_id, app=self.celery).state)
+            state = _CELERY_STATES.get(celery_state, "running")
+        return {
+            "id": record.id,
+            "kind": record.kind,
+            "state": state,
+            "progress": record.progress,
+            "params": record.params,
+            "created": _iso(record.created),
+            "started": _iso(record.started),
+            "finished": _iso(record.finished),
+            "worker": record.worker,
+            "last_line": record.last_line,
+            "cancel_requested": record.cancel_requested,
+            "result": record.result,
+            "error": record.error,
+            "links": {
+                "self": f"{prefix}/jobs/{job_id}",
+                "events": f"{prefix}/jobs/{job_id}/events",
+            },
+        }
+
+    def _settled(self, job_id: str) -> JobRecord:
+        """The job's record, first writing the outcome Celery knows and the job could not.
+
+        A job whose worker process died twice, or that was revoked before a worker ran it,
+        ends in Celery without the job writing its final line: this writes it, so that no job
+        stays "running" and every event stream ends.
+        """
+        record = self.store.get(job_id)
+        if record is None:
+            raise NotFoundError(f"no job {job_id}", job_id=job_id)
+        if record.outcome is not None:
+            return record
+        result = AsyncResult(job_id, app=self.celery)
+        if result.state == "FAILURE":
+            message = f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
+            self.store.set_error(job_id, error_from_code("internal", message))
+            self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}")
+        elif result.state == "REVOKED":
+            self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
+        else:
+            return record
+        return self.store.get(job_id) or record
+
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job: a queued job ends at once, a running one at its next progress line.
+
+        Returns:
+            True when the job ended now, False when it will stop at its next line.
+
+        Raises:
+            NotFoundError: no such job.
+            ConflictError: the job has already finished.
+        """
+        return await run_in_threadpool(self._cancel, check_job_id(job_id))
+
+    def _cancel(self, job_id: str) -> bool:
+        record = self._settled(job_id)
+        if record.outcome is not None:
+            raise ConflictError(f"job {job_id} has already {record.outcome}", state=record.outcome)
+        self.store.request_cancel(job_id)
+        self.celery.control.revoke(job_id)
+        if AsyncResult(job_id, app=self.celery).state == "PENDING":
+            self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
+            return True
+        return False
+
+    async def wait_final(self, job_id: str, timeout_s: float) -> bool:
+        """Wait until the job has its final line; False when ``timeout_s`` passes first."""
+        if timeout_s <= 0:
+            return False
+        deadline = time.monotonic() + timeout_s
+        stream = events.job_stream(job_id)
+        async for event in events.follow(self.aredis, stream, "0", block_s=min(_TICK_S, timeout_s)):
+            if event is not None and event.final:
+                return True
+            if event is None:
+                if time.monotonic() >= deadline:
+                    return False
+                await run_in_threadpool(self._settled, job_id)
+        return False  # pragma: no cover - follow never ends by itself
+
+    async def reply(
+        self,
+        request: Request,
+        kind: str,
+        task_name: str,
+        params: dict[str, Any],
+        *,
+        dedup: bool = False,
+    ) -> Response:
+        """The heavy-endpoint reply: the job's result when it ends in time, else ``202``.
+
+        Raises:
+            MapsvcError: the job failed in time; its error, with the job id in the detail.
+        """
+        prefix = api_prefix(request)
+        run_async = flag(request, "async")
+        job_id = await self.enqueue(kind, task_name, params, dedup=dedup)
+        headers = {"X-Job-ID": job_id}
+        if not run_async and await self.wait_final(job_id, self.settings.job_wait_s):
+            job = await self.describe(job_id, prefix)
+            if job["state"] == "succeeded":
+                return JSONResponse(job["result"], headers=headers)
+            if job["state"] == "cancelled":
+                raise JobCancelledError(f"job {job_id} was cancelled", job_id=job_id)
+            error = job["error"] or {"code": "internal", "message": "the job failed"}
+            raise error_from_code(
+                error["code"], error["message"], {**error.get("detail", {}), "job_id": job_id}
+            )
+        job = await self.describe(job_id, prefix)
+        headers["Location"] = job["links"]["self"]
+        return JSONResponse(job, status_code=202, headers=headers)

@@ -1,0 +1,11 @@
+"""The routes of the API, mounted under ``/api-user`` and again under ``/api/v1``."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from api.routes import jobs, system
+
+__all__ = ["ROUTES"]
+
+ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES]

@@ -1,0 +1,85 @@
+"""Jobs and their event streams, plus the pipeline probe job."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from api.jobs import JobService, api_prefix, check_job_id
+from api.params import int_param
+from api.sse import resume_point, sse_response
+from shared import events
+from shared.diag import MAX_PROBE_STEPS, check_probe_params
+
+__all__ = ["ROUTES"]
+
+
+def _jobs(request: Request) -> JobService:
+    service: JobService = request.app.state.jobs
+    return service
+
+
+async def get_job(request: Request) -> JSONResponse:
+    """State, progress, result or error of one job."""
+    job = await _jobs(request).describe(request.path_params["job_id"], api_prefix(request))
+    return JSONResponse(job)
+
+
+async def delete_job(request: Request) -> JSONResponse:
+    """Cancel a job: 200 when it ended now, 202 when it stops at its next progress line."""
+    jobs = _jobs(request)
+    job_id = request.path_params["job_id"]
+    ended = await jobs.cancel(job_id)
+    return JSONResponse(await jobs.describe(job_id, api_prefix(request)), 200 if ended else 202)
+
+
+async def get_job_events(request: Request) -> Response:
+    """The job's lines as SSE, from the start (or ``Last-Event-ID``) to its final line."""
+    jobs = _jobs(request)
+    job_id = check_job_id(request.path_params["job_id"])
+    await jobs.describe(job_id)  # 404 for an unknown job
+
+    async def settle() -> None:
+        await jobs.describe(job_id)
+
+    return sse_response(
+        request,
+        events.job_stream(job_id),
+        resume_point(request, "0"),
+        keepalive_s=jobs.settings.sse_keepalive_s,
+        end_on_final=True,
+        with_job_id=False,
+        on_idle=settle,
+    )
+
+
+async def get_events(request: Request) -> Response:
+    """Every job's lines as SSE, each starting with its job id; new lines unless resumed."""
+    return sse_response(
+        request,
+        events.ALL_JOBS_STREAM,
+        resume_point(request, "$"),
+        keepalive_s=_jobs(request).settings.sse_keepalive_s,
+        end_on_final=False,
+        with_job_id=True,
+    )
+
+
+async def get_probe(request: Request) -> Response:
+    """Run the pipeline probe job (heavy-endpoint reply: result, or 202 with the job)."""
+    steps = int_param(request, "steps", 3, 1, MAX_PROBE_STEPS)
+    delay_ms = int_param(request, "delay_ms", 100, 0, 10000)
+    fail_at = int_param(request, "fail_at", 0, 0, MAX_PROBE_STEPS)
+    check_probe_params(steps, delay_ms, fail_at)
+    params = {"steps": steps, "delay_ms": delay_ms, "fail_at": fail_at}
+    return await _jobs(request).reply(request, "probe", "diag.probe", params)
+
+
+ROUTES = [
+    Route("/jobs/{job_id}", get_job, methods=["GET"], name="get_job"),
+    Route("/jobs/{job_id}", delete_job, methods=["DELETE"], name="delete_job"),
+    Route("/jobs/{job_id}/events", get_job_events, methods=["GET"], name="get_job_events"),
+    Route("/events", get_events, methods=["GET"], name="get_events"),
+    Route("/diag/probe", get_probe, methods=["GET"], name="get_probe"),
+]

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Make sure the local services mapsvc needs are installed and running: Redis, PostgreSQL with
+# PostGIS, and the service database with the postgis extension. Idempotent and quick when all is
+# there. Services on another host (per MAPSVC_REDIS_URL / MAPSVC_DATABASE_URL) are left alone.
+#   deploy/services.sh [--test-tools]   (--test-tools also installs gdal-bin, used by the tests)
+set -euo pipefail
+
+DB_URL=${MAPSVC_DATABASE_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc}
+REDIS_URL=${MAPSVC_REDIS_URL:-redis://127.0.0.1:6379/0}
+PG_URL=${DB_URL/+psycopg/}
+DB_NAME=${PG_URL##*/}
+DB_NAME=${DB_NAME%%\?*}
+SERVER_URL=${PG_URL%/*}/postgres
+
+say() { printf 'services: %s\n' "$*"; }
+is_local() { [[ $1 =~ @?(127\.0\.0\.1|localhost|\[::1\])(:|/|$) ]]; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+  say "need root to run: $*"; exit 1; fi; }
+
+missing=()
+want() { dpkg -s "$1" >/dev/null 2>&1 || missing+=("$1"); }
+
+if is_local "$REDIS_URL"; then command -v redis-server >/dev/null || want redis-server; fi
+if is_local "$PG_URL"; then
+  if command -v pg_lsclusters >/dev/null && [ -n "$(ls /etc/postgresql 2>/dev/null)" ]; then
+    PG_VERSION=$(ls /etc/postgresql | sort -n | tail -1)
+    want "postgresql-$PG_VERSION-postgis-3"
+  else
+    want postgresql
+    want postgresql-postgis
+  fi
+fi
+[ "${1:-}" = "--test-tools" ] && want gdal-bin
+command -v psql >/dev/null || want postgresql-client
+command -v redis-cli >/dev/null || want redis-tools
+
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+if is_local "$REDIS_URL" && ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then
+  say "starting Redis"
+  as_root mkdir -p /var/lib/redis /var/log/redis
+  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+    --appendonly no --dir /var/lib/redis --logfile /var/log/redis/mapsvc.log
+  for _ in $(seq 50); do redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+redis-cli -u "$REDIS_URL" ping >/dev/null || { say "Redis at $REDIS_URL does not answer"; exit 1; }
+
+if is_local "$PG_URL" && ! psql "$SERVER_URL" -tAc 'select 1' >/dev/null 2>&1; then
+  PG_VERSION=$(ls /etc/postgresql | sort -n | tail -1)
+  say "starting PostgreSQL $PG_VERSION"
+  as_root pg_ctlcluster --skip-systemctl-redirect "$PG_VERSION" main start || true
+  for _ in $(seq 100); do psql "$SERVER_URL" -tAc 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+fi
+psql "$SERVER_URL" -tAc 'select 1' >/dev/null || { say "PostgreSQL at $SERVER_URL does not answer"; exit 1; }
+
+if [ "$(psql "$SERVER_URL" -tAc "select 1 from pg_database where datname = '$DB_NAME'")" != 1 ]; then
+  say "creating database $DB_NAME"
+  psql "$SERVER_URL" -qc "CREATE DATABASE \"$DB_NAME\""
+fi
+psql "$PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS postgis' >/dev/null
+say "Redis $(redis-cli -u "$REDIS_URL" info server | sed -n 's/^redis_version:\(.*\)\r$/\1/p'),"\
+" PostgreSQL $DB_NAME with PostGIS $(psql "$PG_URL" -tAc 'select postgis_lib_version()')"

@@ -1,0 +1,1 @@
+"""The mapsvc domain: settings, errors, jobs and events, rasters, tiles, vector data, providers."""

@@ -1,0 +1,161 @@
+"""The ``mapsvc`` command: run the API, a worker, Flower, everything at once, or load demo data.
+
+Servers are started by module name (``uvicorn api.app:create_app``, ``celery -A
+workers.celery_app``), so this module needs neither Starlette nor Celery itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from shared.queues import QUEUES
+from shared.settings import Settings
+
+__all__ = ["main"]
+
+_ALL_QUEUES = ",".join(sorted(set(QUEUES.values())))
+
+
+def _serve_argv(settings: Settings, reload: bool = False) -> list[str]:
+    argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory"]
+    argv += ["--host", settings.host, "--port", str(settings.port), "--log-level", "info"]
+    return argv + (["--reload"] if reload else [])
+
+
+def _worker_argv(settings: Settings, queues: str, concurrency: int) -> list[str]:
+    argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker"]
+    argv += ["-Q", queues, "-n", "mapsvc@%h", "--loglevel", settings.log_level]
+    return argv + (["-c", str(concurrency)] if concurrency else [])
+
+
+def _flower_argv(settings: Settings) -> list[str]:
+    argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "flower"]
+    return argv + [f"--port={settings.flower_port}", f"--address={settings.host}"]
+
+
+def _exec(argv: list[str]) -> int:
+    os.execv(argv[0], argv)
+    return 1  # pragma: no cover - execv does not return
+
+
+def _demo_data(settings: Settings, data_dir: Path | None, replace: bool) -> int:
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import OperationalError
+
+    from shared.demo import copy_rasters, default_data_dir, load_countries
+
+    data_dir = data_dir or default_data_dir()
+    if not (data_dir / "raster").is_dir():
+        print(f"no demo data at {data_dir}", file=sys.stderr)
+        return 2
+    settings.ensure_work_dir()
+    copied = copy_rasters(data_dir, settings.work_dir)
+    print(f"rasters: {len(copied)} copied into {settings.work_dir / 'map' / 'raster'}")
+    engine = create_engine(settings.database_url, connect_args={"connect_timeout": 3})
+    try:
+        print(f"countries: {load_countries(engine, data_dir, replace=replace)} rows in PostGIS")
+    except OperationalError as exc:
+        print(f"countries: PostgreSQL not reachable, skipped ({exc.orig})", file=sys.stderr)
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _wait_ready(url: str, procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            return False
+        try:
+            if httpx.get(url, timeout=3).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def _up(settings: Settings) -> int:
+    """Run API, worker and Flower together until Ctrl-C (what ``make run`` calls)."""
+    procs = [
+        subprocess.Popen(argv)
+        for argv in (
+            _serve_argv(settings),
+            _worker_argv(settings, _ALL_QUEUES, settings.worker_concurrency),
+            _flower_argv(settings),
+        )
+    ]
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    base = f"http://{settings.host}:{settings.port}"
+    if _wait_ready(f"{base}/api-user/ready", procs, timeout_s=90):
+        print(
+            f"\nmapsvc is up:\n  API      {base}/api-user/  (also {base}/api/v1/)\n"
+            f"  ready    {base}/api-user/ready\n  events   curl -N {base}/api-user/events\n"
+            f"  Flower   http://{settings.host}:{settings.flower_port}/\nCtrl-C stops all.\n",
+            flush=True,
+        )
+    else:
+        print(f"mapsvc did not become ready: see {base}/api-user/ready", file=sys.stderr)
+        stop = True
+    while not stop and all(p.poll() is None for p in procs):
+        time.sleep(0.5)
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return 0 if stop else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mapsvc`` command."""
+    parser = argparse.ArgumentParser(prog="mapsvc", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP API (uvicorn)")
+    serve.add_argument("--reload", action="store_true", help="restart on code changes")
+    worker = sub.add_parser("worker", help="run a Celery worker")
+    worker.add_argument("-Q", "--queues", default=_ALL_QUEUES, help=f"default: {_ALL_QUEUES}")
+    worker.add_argument("-c", "--concurrency", type=int, default=None, help="worker processes")
+    sub.add_parser("flower", help="run Flower, the Celery monitor")
+    sub.add_parser("up", help="run API, worker and Flower together (make run)")
+    demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
+    demo.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/data")
+    demo.add_argument("--replace", action="store_true", help="reload the countries table")
+    args = parser.parse_args(argv)
+
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level)
+    if args.command == "serve":
+        return _exec(_serve_argv(settings, args.reload))
+    if args.command == "worker":
+        concurrency = settings.worker_concurrency if args.concurrency is None else args.concurrency
+        return _exec(_worker_argv(settings, args.queues, concurrency))
+    if args.command == "flower":
+        return _exec(_flower_argv(settings))
+    if args.command == "up":
+        return _up(settings)
+    return _demo_data(settings, args.data_dir, args.replace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Celery configuration as plain data, shared by the workers and the API's client.
+
+Kept free of Celery imports so that the domain stays importable without it. Queues are by kind of
+work, so a host can run workers for one kind only (``mapsvc worker -Q tiles``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.settings import Settings
+
+__all__ = ["QUEUES", "celery_config"]
+
+#: Queue of each task-name prefix.
+QUEUES = {"diag": "default", "raster": "raster", "tiles": "tiles"}
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery settings of every process that sends or runs jobs.
+
+    Args:
+        settings: the service settings (Redis URL, time limits).
+
+    Returns:
+        A mapping for ``Celery.config_from_object``.
+    """
+    # Redis re-delivers an unacknowledged message after the visibility timeout: it must be
+    # longer than any job may run, or a slow job would be run twice at once.
+    visibility_timeout = settings.job_time_limit_s + 600
+    return {
+        "broker_url": settings.redis_url,
+        "result_backend": settings.redis_url,
+        "broker_transport_options": {"visibility_timeout": visibility_timeout},
+        "result_backend_transport_options": {"visibility_timeout": visibility_timeout},
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 3,
+        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_expires": settings.events_ttl_s,
+        "task_track_started": True,
+        "task_soft_time_limit": settings.job_soft_time_limit_s,
+        "task_time_limit": settings.job_time_limit_s,
+        "task_default_queue": "default",
+        "task_routes": {f"{prefix}.*": {"queue": queue} for prefix, queue in QUEUES.items()},
+        # One message at a time per process: jobs are long, and a prefetched one would wait
+        # behind a busy process while another process is idle.
+        "worker_prefetch_multiplier": 1,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+    }

@@ -1,0 +1,131 @@
+"""Real services for the suite: a throwaway PostGIS database, a Redis db, a Celery worker, uvicorn."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import redis
+import uvicorn
+from starlette.testclient import TestClient
+
+from api.app import create_app
+from shared.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PG_SERVER = os.environ.get("MAPSVC_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+REDIS_URL = os.environ.get("MAPSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+TEST_DB = f"mapsvc_test_{os.getpid()}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A throwaway database with PostGIS for the whole session."""
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}"')
+        conn.execute(f'CREATE DATABASE "{TEST_DB}"')
+    with psycopg.connect(f"{PG_SERVER}/{TEST_DB}", autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION postgis")
+    yield f"postgresql+psycopg://{PG_SERVER.split('://', 1)[1]}/{TEST_DB}"
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, work_dir: Path) -> Settings:
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    return Settings(
+        work_dir=work_dir,
+        database_url=database_url,
+        redis_url=REDIS_URL,
+        job_wait_s=8,
+        sse_keepalive_s=1,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a subprocess the same settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSVC_")}
+    for name, value in settings.model_dump().items():
+        env[f"MAPSVC_{name.upper()}"] = str(value)
+    return env
+
+
+@pytest.fixture(scope="session")
+def rdb(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(settings.redis_url, decode_responses=True)
+
+
+@pytest.fixture(scope="session")
+def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process (two pool processes) on every queue."""
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    argv = [sys.executable, "-m", "shared.cli", "worker", "-c", "2"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    client = create_app(settings)
+    with TestClient(client) as tc:
+        deadline = time.monotonic() + 60
+        while tc.get("/api-user/ready").status_code != 200:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """The API in-process (lifespan run), errors answered as a user would see them."""
+    with TestClient(create_app(settings), raise_server_exceptions=False) as tc:
+        yield tc
+
+
+@pytest.fixture(scope="session")
+def live_server(settings: Settings) -> Iterator[str]:
+    """A real uvicorn server in a thread, for what needs a socket (SSE)."""
+    port = free_port()
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"{base}/api-user/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+    yield base
+    server.should_exit = True
+    thread.join(timeout=10)

@@ -1,0 +1,1 @@
+"""Celery workers: tasks that call the domain in ``shared`` and report progress."""

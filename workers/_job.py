@@ -1,0 +1,72 @@
+"""The base of every job task: reporter, cancellation, final line and error handling."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Ignore, SoftTimeLimitExceeded
+from celery.states import REVOKED
+
+from shared.errors import JobCancelledError, MapsvcError
+from shared.jobs import JobReporter, JobStore
+from shared.redis_clients import sync_client
+from shared.settings import Settings
+
+__all__ = ["JobTask", "reset_store"]
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _store() -> JobStore:
+    settings = Settings()
+    return JobStore(sync_client(settings.redis_url), settings)
+
+
+def reset_store() -> None:
+    """Forget the Redis connection (called in each new worker process)."""
+    _store.cache_clear()
+
+
+class JobTask(Task):  # type: ignore[misc]
+    """A job: its function gets a :class:`JobReporter` as first argument.
+
+    Jobs are idempotent (outputs are written under a temporary name and renamed), so they are
+    acknowledged late and put back on the queue when the process running them dies.
+    """
+
+    acks_late = True
+    reject_on_worker_lost = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        job_id = self.request.id
+        store = _store()
+        report = JobReporter(store, job_id)
+        if store.cancel_requested(job_id):
+            report.fail(JobCancelledError("the job was cancelled before it started"))
+            raise Ignore()
+        report.start(worker=f"{self.request.hostname or socket.gethostname()} pid {os.getpid()}")
+        try:
+            result = self.run(report, *args, **kwargs)
+        except JobCancelledError as exc:
+            report.fail(exc)
+            self.update_state(state=REVOKED)
+            raise Ignore() from exc
+        except MapsvcError as exc:
+            report.fail(exc)
+            raise
+        except SoftTimeLimitExceeded:
+            limit = self.soft_time_limit or self.app.conf.task_soft_time_limit
+            report.fail(MapsvcError(f"the job ran past its time limit ({limit}s)"))
+            raise
+        except Exception as exc:
+            log.exception("job %s (%s) failed", job_id, self.name)
+            report.fail(MapsvcError(f"internal error in the job: {type(exc).__name__}"))
+            raise
+        report.succeed(result)
+        return result

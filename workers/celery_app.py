@@ -1,0 +1,28 @@
+"""The Celery application of the workers (``celery -A workers.celery_app worker``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from shared.queues import celery_config
+from shared.settings import Settings
+
+__all__ = ["app", "settings"]
+
+settings = Settings()
+logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+app = Celery("mapsvc", include=["workers.tasks.diag"])
+app.config_from_object(celery_config(settings))
+
+
+@worker_process_init.connect
+def _reset_connections(**_: Any) -> None:
+    # Connections opened in the parent must not be shared with forked children.
+    from workers import _job
+
+    _job.reset_store()

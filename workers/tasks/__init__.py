@@ -1,0 +1,1 @@
+"""Job tasks, one module per domain."""
