@@ -30,7 +30,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """
     settings = settings or Settings()
     settings.ensure_work_dir()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -45,7 +47,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             connect_args={"connect_timeout": 3},
         )
         state.celery = make_celery_client(settings)
-        state.jobs = JobService(settings, JobStore(state.redis, settings), state.aredis, state.celery)
+        state.jobs = JobService(
+            settings, JobStore(state.redis, settings), state.aredis, state.celery
+        )
         try:
             yield
         finally:

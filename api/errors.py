@@ -70,10 +70,14 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, f"http-{exc.status_code}")
-    message = exc.detail if exc.status_code not in _HTTP_CODES else (
-        f"no route {request.method} {request.url.path}"
-        if exc.status_code == 404
-        else f"method {request.method} not allowed on {request.url.path}"
+    message = (
+        exc.detail
+        if exc.status_code not in _HTTP_CODES
+        else (
+            f"no route {request.method} {request.url.path}"
+            if exc.status_code == 404
+            else f"method {request.method} not allowed on {request.url.path}"
+        )
     )
     response = error_response(request, exc.status_code, code, message)
     if exc.headers:
@@ -82,12 +86,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
-    service = "Redis" if isinstance(exc, redis.exceptions.ConnectionError | BrokerError) else (
-        "PostgreSQL"
+    service = (
+        "Redis"
+        if isinstance(exc, redis.exceptions.ConnectionError | BrokerError)
+        else ("PostgreSQL")
     )
     log.error("request %s: %s unreachable: %s", _request_id(request), service, exc)
     return error_response(
-        request, 503, UnavailableError.code, f"{service} is unreachable; try again later",
+        request,
+        503,
+        UnavailableError.code,
+        f"{service} is unreachable; try again later",
         {"service": service},
     )
 

@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -111,7 +111,7 @@ class JobService:
             key = f"mapsvc:dedup:{digest}"
             ttl = self.settings.job_time_limit_s
             if not self.store.client.set(key, job_id, nx=True, ex=ttl):
-                running = self.store.client.get(key)
+                running = cast(str | None, self.store.client.get(key))
                 record = self.store.get(running) if running else None
                 if record is not None and record.outcome is None:
                     return record.id
@@ -129,7 +129,9 @@ class JobService:
         record = await run_in_threadpool(self._settled, check_job_id(job_id))
         state = record.outcome or "running"
         if record.outcome is None:
-            celery_state = await run_in_threadpool(lambda: AsyncResult(job_id, app=self.celery).state)
+            celery_state = await run_in_threadpool(
+                lambda: AsyncResult(job_id, app=self.celery).state
+            )
             state = _CELERY_STATES.get(celery_state, "running")
         return {
             "id": record.id,
@@ -165,7 +167,9 @@ class JobService:
             return record
         result = AsyncResult(job_id, app=self.celery)
         if result.state == "FAILURE":
-            message = f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
+            message = (
+                f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
+            )
             self.store.set_error(job_id, error_from_code("internal", message))
             self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}")
         elif result.state == "REVOKED":
@@ -206,9 +210,9 @@ class JobService:
         async for event in events.follow(self.aredis, stream, "0", block_s=min(_TICK_S, timeout_s)):
             if event is not None and event.final:
                 return True
+            if time.monotonic() >= deadline:
+                return False
             if event is None:
-                if time.monotonic() >= deadline:
-                    return False
                 await run_in_threadpool(self._settled, job_id)
         return False  # pragma: no cover - follow never ends by itself
 

@@ -1,12 +1,12 @@
 """Domain errors: one base class and a shallow tree; the API maps each class to a status.
 
-    MapsvcError                 code "internal"
-    ├── InvalidInputError       "invalid-input"      the user's request cannot be understood
-    ├── NotFoundError           "not-found"          what the request names does not exist
-    ├── ConflictError           "conflict"           the request clashes with current state
-    ├── UnprocessableError      "unprocessable"      well-formed, but the data cannot be used
-    ├── UnavailableError        "unavailable"        a service we depend on is down
-    └── JobCancelledError       "cancelled"          a job was cancelled while it ran
+MapsvcError                 code "internal"
+├── InvalidInputError       "invalid-input"      the user's request cannot be understood
+├── NotFoundError           "not-found"          what the request names does not exist
+├── ConflictError           "conflict"           the request clashes with current state
+├── UnprocessableError      "unprocessable"      well-formed, but the data cannot be used
+├── UnavailableError        "unavailable"        a service we depend on is down
+└── JobCancelledError       "cancelled"          a job was cancelled while it ran
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Job event lines: kept per job in a Redis stream (with a TTL) and mirrored to one stream of all jobs.
+"""Job event lines: a Redis stream per job (with a TTL), mirrored to one stream of all jobs.
 
 A line is plain text (spec section 6). The last line of a job is marked final; a guard key makes
 sure a job gets exactly one final line, whoever writes it (the task, a cancel, or the API when a
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -104,7 +105,7 @@ async def follow(
         info = await client.xinfo_stream(stream) if await client.exists(stream) else None
         after = info["last-generated-id"] if info else "0"
     while True:
-        reply = await client.xread({stream: after}, count=100, block=int(block_s * 1000))
+        reply: Any = await client.xread({stream: after}, count=100, block=int(block_s * 1000))
         if not reply:
             yield None
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -72,13 +72,13 @@ class JobStore:
         key = _record_key(job_id)
         mapping = {"kind": kind, "params": json.dumps(params), "created": repr(time.time())}
         pipe = self.client.pipeline()
-        pipe.hset(key, mapping=mapping)
+        pipe.hset(key, mapping=cast(dict[Any, Any], mapping))
         pipe.expire(key, self.ttl_s)
         pipe.execute()
 
     def get(self, job_id: str) -> JobRecord | None:
         """The record of a job, or None when the service never made it (or it expired)."""
-        data: dict[str, str] = self.client.hgetall(_record_key(job_id))
+        data = cast(dict[str, str], self.client.hgetall(_record_key(job_id)))
         if not data:
             return None
         return JobRecord(
@@ -101,12 +101,17 @@ class JobStore:
         """Set fields of a job's record (only on a record that exists)."""
         key = _record_key(job_id)
         if self.client.exists(key):
-            self.client.hset(key, mapping={k: str(v) for k, v in fields.items()})
+            self.client.hset(key, mapping={str(k): str(v) for k, v in fields.items()})
 
     def set_error(self, job_id: str, error: MapsvcError) -> None:
         """Keep the error of a failed job, as a user should read it."""
         body = {"code": error.code, "message": error.message, "detail": error.detail}
         self.update(job_id, error=json.dumps(body, default=str))
+
+    def count_attempt(self, job_id: str) -> int:
+        """Count one more start of a job; returns how many times it has been started."""
+        attempts: int = self.client.hincrby(_record_key(job_id), "attempts", 1)
+        return attempts
 
     def request_cancel(self, job_id: str) -> None:
         """Flag a job as cancelled; a running job stops at its next line."""
@@ -183,7 +188,7 @@ class JobReporter:
     def start(self, worker: str) -> None:
         """Mark the job as started (again, when a worker re-runs it) by ``worker``."""
         self._t0 = time.monotonic()
-        self.store.update(self.job_id, started=time.time(), worker=worker)
+        self.store.update(self.job_id, started=time.time(), worker=worker, progress=0.0)
 
     def succeed(self, result: Any) -> None:
         """Keep the job's result and write the final success line."""

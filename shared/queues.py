@@ -35,7 +35,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_transport_options": {"visibility_timeout": visibility_timeout},
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 3,
-        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        "task_publish_retry_policy": {
+            "max_retries": 2,
+            "interval_start": 0.2,
+            "interval_step": 0.5,
+        },
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],

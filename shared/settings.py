@@ -40,12 +40,13 @@ class Settings(BaseSettings):
     job_time_limit_s: int = Field(
         default=3900, ge=1, description="Hard time limit of a job (the process is killed)"
     )
+    job_max_attempts: int = Field(
+        default=2, ge=1, description="Runs of a job whose worker process died, before it fails"
+    )
     events_ttl_s: int = Field(
         default=86400, ge=60, description="How long a job's event lines and record are kept"
     )
-    events_maxlen: int = Field(
-        default=10000, ge=100, description="Most lines kept per job stream"
-    )
+    events_maxlen: int = Field(default=10000, ge=100, description="Most lines kept per job stream")
     sse_keepalive_s: float = Field(
         default=15.0, gt=0, description="Idle time after which an SSE stream sends a comment"
     )

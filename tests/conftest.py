@@ -1,4 +1,4 @@
-"""Real services for the suite: a throwaway PostGIS database, a Redis db, a Celery worker, uvicorn."""
+"""Real services for the suite: a throwaway PostGIS database, Redis, a Celery worker, uvicorn."""
 
 from __future__ import annotations
 
@@ -80,12 +80,16 @@ def rdb(settings: Settings) -> redis.Redis:
 
 
 @pytest.fixture(scope="session")
-def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+def worker(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process (two pool processes) on every queue."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     argv = [sys.executable, "-m", "shared.cli", "worker", "-c", "2"]
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
+        )
     client = create_app(settings)
     with TestClient(client) as tc:
         deadline = time.monotonic() + 60

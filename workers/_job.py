@@ -15,7 +15,7 @@ from celery.states import REVOKED
 from shared.errors import JobCancelledError, MapsvcError
 from shared.jobs import JobReporter, JobStore
 from shared.redis_clients import sync_client
-from shared.settings import Settings
+from workers.celery_app import settings
 
 __all__ = ["JobTask", "reset_store"]
 
@@ -24,7 +24,6 @@ log = logging.getLogger(__name__)
 
 @functools.cache
 def _store() -> JobStore:
-    settings = Settings()
     return JobStore(sync_client(settings.redis_url), settings)
 
 
@@ -42,6 +41,8 @@ class JobTask(Task):  # type: ignore[misc]
 
     acks_late = True
     reject_on_worker_lost = True
+    #: starts allowed when the process running the job dies (Redis re-delivers it each time)
+    max_attempts = settings.job_max_attempts
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         job_id = self.request.id
@@ -50,6 +51,18 @@ class JobTask(Task):  # type: ignore[misc]
         if store.cancel_requested(job_id):
             report.fail(JobCancelledError("the job was cancelled before it started"))
             raise Ignore()
+        attempts = store.count_attempt(job_id)
+        if attempts > self.max_attempts:
+            record = store.get(job_id)
+            lost = record.worker if record else "unknown"
+            report.fail(
+                MapsvcError(
+                    f"the job was started {attempts} times and its worker process died each"
+                    f" time (last: {lost}); giving up",
+                    attempts=attempts,
+                )
+            )
+            return None
         report.start(worker=f"{self.request.hostname or socket.gethostname()} pid {os.getpid()}")
         try:
             result = self.run(report, *args, **kwargs)

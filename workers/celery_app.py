@@ -14,7 +14,9 @@ from shared.settings import Settings
 __all__ = ["app", "settings"]
 
 settings = Settings()
-logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+logging.basicConfig(
+    level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+)
 
 app = Celery("mapsvc", include=["workers.tasks.diag"])
 app.config_from_object(celery_config(settings))

@@ -17,7 +17,8 @@ def assert_error(body: dict, code: str) -> dict:
     assert set(body) == {"error"}
     assert set(body["error"]) == {"code", "message", "detail"}
     assert body["error"]["code"] == code
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
     return body["error"]
 
 
@@ -99,7 +100,8 @@ def test_unhandled_error_is_json_500_without_traceback(
     assert r.status_code == 500
     error = assert_error(r.json(), "internal")
     assert error["detail"] == {"request_id": "req-42"}
-    assert "secret" not in r.text and "Traceback" not in r.text
+    assert "secret" not in r.text
+    assert "Traceback" not in r.text
     assert any("req-42" in rec.getMessage() and rec.exc_info for rec in caplog.records)
 
 

@@ -1,0 +1,196 @@
+"""The job pipeline through the API: heavy-endpoint reply, job descriptor, cancel, bad input."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import time
+import uuid
+
+import pytest
+from starlette.testclient import TestClient
+
+from shared.settings import Settings
+from tests.api.test_system import assert_error
+
+pytestmark = pytest.mark.worker
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_state(client: TestClient, job_id: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/api-user/jobs/{job_id}").json()
+        if job["state"] in TERMINAL or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
+
+
+def wait_running(client: TestClient, job_id: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/api-user/jobs/{job_id}").json()
+        if job["state"] == "running" and job["worker"] or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def test_probe_answers_result_when_done_in_time(
+    client: TestClient, worker: subprocess.Popen[bytes]
+) -> None:
+    r = client.get("/api-user/diag/probe?steps=3&delay_ms=10")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["steps"] == 3
+    assert body["ms"] >= 30
+    job = client.get(f"/api-user/jobs/{r.headers['x-job-id']}").json()
+    assert job["state"] == "succeeded"
+    assert job["kind"] == "probe"
+    assert job["progress"] == 1.0
+    assert job["result"] == body
+    assert job["params"] == {"steps": 3, "delay_ms": 10, "fail_at": 0}
+    assert job["last_line"] == "Finish:success"
+    assert job["created"] <= job["started"] <= job["finished"]
+    assert job["created"].endswith("Z")
+
+
+def test_async_answers_202_with_descriptor(
+    client: TestClient, worker: subprocess.Popen[bytes]
+) -> None:
+    r = client.get("/api/v1/diag/probe?steps=2&delay_ms=50&async=1")
+    assert r.status_code == 202
+    job = r.json()
+    assert job["state"] in {"queued", "running"}
+    assert job["links"] == {
+        "self": f"/api/v1/jobs/{job['id']}",
+        "events": f"/api/v1/jobs/{job['id']}/events",
+    }
+    assert r.headers["location"] == job["links"]["self"]
+    assert wait_state(client, job["id"])["state"] == "succeeded"
+
+
+def test_slow_job_answers_202_after_job_wait(
+    settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    from api.app import create_app
+
+    quick = settings.model_copy(update={"job_wait_s": 0.5})
+    with TestClient(create_app(quick)) as tc:
+        t0 = time.monotonic()
+        r = tc.get("/api-user/diag/probe?steps=10&delay_ms=200")
+        waited = time.monotonic() - t0
+        assert r.status_code == 202
+        assert 0.4 < waited < 3
+        assert r.json()["state"] in {"queued", "running"}
+        assert wait_state(tc, r.json()["id"])["state"] == "succeeded"
+
+
+def test_failed_job_gives_its_error(client: TestClient, worker: subprocess.Popen[bytes]) -> None:
+    r = client.get("/api-user/diag/probe?steps=3&delay_ms=10&fail_at=2")
+    assert r.status_code == 422
+    error = assert_error(r.json(), "unprocessable")
+    assert error["message"] == "probe failed on purpose at step 2"
+    assert error["detail"]["step"] == 2
+    job = client.get(f"/api-user/jobs/{error['detail']['job_id']}").json()
+    assert job["state"] == "failed"
+    assert job["error"]["code"] == "unprocessable"
+    assert job["last_line"] == "Finish:error: probe failed on purpose at step 2"
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ("steps=0", "steps"),
+        ("steps=abc", "steps"),
+        ("delay_ms=-1", "delay_ms"),
+        ("steps=2&fail_at=5", None),
+        ("async=maybe", "async"),
+    ],
+)
+def test_bad_probe_parameters_are_400(
+    client: TestClient, query: str, parameter: str | None
+) -> None:
+    r = client.get(f"/api-user/diag/probe?{query}")
+    assert r.status_code == 400
+    error = assert_error(r.json(), "invalid-input")
+    if parameter:
+        assert error["detail"]["parameter"] == parameter
+
+
+def test_unknown_job_is_404(client: TestClient) -> None:
+    job_id = str(uuid.uuid4())
+    for method, path in [
+        ("GET", f"/api-user/jobs/{job_id}"),
+        ("DELETE", f"/api-user/jobs/{job_id}"),
+        ("GET", f"/api-user/jobs/{job_id}/events"),
+    ]:
+        r = client.request(method, path)
+        assert r.status_code == 404, path
+        assert job_id in assert_error(r.json(), "not-found")["message"]
+
+
+def test_malformed_job_id_is_400(client: TestClient) -> None:
+    for path in ["/api-user/jobs/not-a-uuid", "/api-user/jobs/..%2F..%2Fetc/events"]:
+        r = client.get(path)
+        assert r.status_code in (400, 404)
+        assert r.json()["error"]["code"] in {"invalid-input", "not-found"}
+    r = client.get("/api-user/jobs/not-a-uuid")
+    assert r.status_code == 400
+    assert_error(r.json(), "invalid-input")
+
+
+def test_cancel_running_job(client: TestClient, worker: subprocess.Popen[bytes]) -> None:
+    job_id = client.get("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
+    assert wait_running(client, job_id)["state"] == "running"
+    r = client.delete(f"/api-user/jobs/{job_id}")
+    assert r.status_code == 202
+    assert r.json()["cancel_requested"] is True
+    job = wait_state(client, job_id, timeout=10)
+    assert job["state"] == "cancelled"
+    assert job["last_line"] == "Finish:cancelled"
+    assert job["progress"] < 0.5
+    again = client.delete(f"/api-user/jobs/{job_id}")
+    assert again.status_code == 409
+    assert_error(again.json(), "conflict")
+
+
+def test_cancel_queued_job_ends_it_at_once(
+    client: TestClient, worker: subprocess.Popen[bytes]
+) -> None:
+    # two pool processes: two long jobs keep them busy, the third waits in the queue
+    busy = [
+        client.get("/api-user/diag/probe?steps=30&delay_ms=100&async=1").json()["id"]
+        for _ in range(2)
+    ]
+    queued = client.get("/api-user/diag/probe?steps=1&delay_ms=0&async=1").json()["id"]
+    for job_id in busy:
+        wait_running(client, job_id)
+    assert client.get(f"/api-user/jobs/{queued}").json()["state"] == "queued"
+    r = client.delete(f"/api-user/jobs/{queued}")
+    assert r.status_code == 200
+    assert r.json()["state"] == "cancelled"
+    for job_id in busy:
+        client.delete(f"/api-user/jobs/{job_id}")
+    for job_id in busy:
+        assert wait_state(client, job_id)["state"] == "cancelled"
+    # the cancelled job never ran, even once a process was free
+    time.sleep(0.5)
+    job = client.get(f"/api-user/jobs/{queued}").json()
+    assert job["state"] == "cancelled"
+    assert job["started"] is None
+
+
+def test_identical_job_joins_the_running_one(
+    client: TestClient, worker: subprocess.Popen[bytes]
+) -> None:
+    jobs = client.app.state.jobs  # type: ignore[attr-defined]
+    params = {"steps": 10, "delay_ms": 100, "fail_at": 0}
+    enqueue = functools.partial(jobs.enqueue, "probe", "diag.probe", params, dedup=True)
+    assert client.portal is not None
+    first = client.portal.call(enqueue)
+    assert client.portal.call(enqueue) == first
+    assert wait_state(client, first)["state"] == "succeeded"
+    third = client.portal.call(enqueue)
+    assert third != first
+    assert wait_state(client, third)["state"] == "succeeded"

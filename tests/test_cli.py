@@ -1,0 +1,124 @@
+"""The ``mapsvc`` command: demo data, and ``up`` (what ``make run`` runs) as a user would."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import redis
+
+from shared.settings import Settings
+from tests.conftest import ROOT, SHARED_DATA, free_port, settings_env
+
+pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
+
+
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", *args],
+        env=settings_env(settings),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_demo_data_copies_rasters_and_loads_countries(settings: Settings, tmp_path: Path) -> None:
+    mine = settings.model_copy(update={"work_dir": tmp_path / "work"})
+    first = run_cli(mine, "demo-data")
+    assert first.returncode == 0, first.stderr
+    raster = tmp_path / "work" / "map" / "raster"
+    sources = sorted(
+        p.relative_to(SHARED_DATA / "raster") for p in (SHARED_DATA / "raster").rglob("*.tif")
+    )
+    assert sorted(p.relative_to(raster) for p in raster.rglob("*.tif")) == sources
+    assert (raster / "single" / "RGB.byte.tif").read_bytes() == (
+        SHARED_DATA / "raster" / "single" / "RGB.byte.tif"
+    ).read_bytes()
+    assert f"rasters: {len(sources)} copied" in first.stdout
+    assert "countries: 177 rows in PostGIS" in first.stdout
+    dsn = mine.database_url.replace("+psycopg", "")
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT iso_a3, continent, GeometryType(geom), ST_SRID(geom),"
+            " ST_Contains(geom, ST_SetSRID(ST_Point(13.4, 52.52), 4326))"
+            " FROM countries WHERE name = 'Germany'"
+        ).fetchone()
+    assert row == ("DEU", "Europe", "MULTIPOLYGON", 4326, True)
+    again = run_cli(mine, "demo-data")
+    assert again.returncode == 0
+    assert "rasters: 0 copied" in again.stdout
+    assert "177 rows" in again.stdout
+
+
+def test_demo_data_without_database_still_copies(settings: Settings, tmp_path: Path) -> None:
+    mine = settings.model_copy(
+        update={
+            "work_dir": tmp_path / "work",
+            "database_url": "postgresql+psycopg://postgres@127.0.0.1:1/none",
+        }
+    )
+    result = run_cli(mine, "demo-data")
+    assert result.returncode == 0
+    assert "PostgreSQL not reachable, skipped" in result.stderr
+    assert (tmp_path / "work" / "map" / "raster" / "single" / "shade.tif").is_file()
+
+
+def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> None:
+    # a Redis db of its own, so that /ready counts only the worker that `up` started
+    mine = settings.model_copy(
+        update={
+            "work_dir": tmp_path / "work",
+            "port": free_port(),
+            "flower_port": free_port(),
+            "redis_url": settings.redis_url.rsplit("/", 1)[0] + "/12",
+        }
+    )
+    redis.Redis.from_url(mine.redis_url).flushdb()
+    log = tmp_path / "up.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.cli", "up"],
+            env=settings_env(mine),
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "mapsvc is up" not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        base = f"http://127.0.0.1:{mine.port}"
+        assert f"{base}/api-user/ready" in log.read_text()
+        ready = httpx.get(f"{base}/api-user/ready", timeout=10).json()
+        assert ready["status"] == "ready"
+        assert ready["checks"]["workers"]["count"] == 1
+        probe = httpx.get(f"{base}/api-user/diag/probe?steps=2&delay_ms=10", timeout=30)
+        assert probe.status_code == 200
+        assert probe.json()["steps"] == 2
+        flower = httpx.get(f"http://127.0.0.1:{mine.flower_port}/", timeout=10)
+        assert flower.status_code == 200
+        assert "Flower" in flower.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{mine.port}/api-user/health", timeout=2)
+
+
+def test_help_lists_the_commands() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("serve", "worker", "flower", "up", "demo-data"):
+        assert command in result.stdout
