@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PG_SERVER = os.environ.get("MAPSVC_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MAPSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+#: a second Redis db, for the test of `mapsvc up` (its worker must be the only one there)
+UP_REDIS_URL = os.environ.get("MAPSVC_TEST_UP_REDIS_URL", "redis://127.0.0.1:6379/12")
 TEST_DB = f"mapsvc_test_{os.getpid()}"
 
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from shared.settings import Settings
-from tests.conftest import ROOT, SHARED_DATA, free_port, settings_env
+from tests.conftest import ROOT, SHARED_DATA, UP_REDIS_URL, free_port, settings_env
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
 
@@ -78,7 +78,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
             "work_dir": tmp_path / "work",
             "port": free_port(),
             "flower_port": free_port(),
-            "redis_url": settings.redis_url.rsplit("/", 1)[0] + "/12",
+            "redis_url": UP_REDIS_URL,
         }
     )
     redis.Redis.from_url(mine.redis_url).flushdb()

@@ -1,0 +1,1 @@
+"""Rasters: ids and paths, listing, statistics, metadata, configuration, compression."""
