@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean
+.PHONY: setup services run test lint fmt clean protos bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ setup: $(STAMP)
 
 services:
 	bash deploy/services.sh
+
+# the gRPC stubs of protos/ (committed; tests/convert/test_stubs.py fails when they are stale)
+protos: setup
+	$(BIN)/python -m shared.convert.protos
 
 run: setup services
 	$(BIN)/mapsvc demo-data
@@ -30,6 +34,11 @@ test: setup
 	bash deploy/services.sh --test-tools
 	$(MAKE) lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# benchmarks against the peers named in the issues (scripts, not timed tests)
+bench: setup
+	bash deploy/services.sh --test-tools
+	$(BIN)/python -m tests.bench.bench_raster
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -15,6 +15,7 @@ from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.middleware import RequestIdMiddleware
 from api.routes import ROUTES
+from shared.convert.client import convert_client
 from shared.jobs import JobStore
 from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
@@ -50,9 +51,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         state.jobs = JobService(
             settings, JobStore(state.redis, settings), state.aredis, state.celery
         )
+        state.convert = convert_client(settings)  # None when the address is not configured
         try:
             yield
         finally:
+            if state.convert is not None:
+                await state.convert.close()
             state.celery.close()
             await state.db.dispose()
             await state.aredis.aclose()

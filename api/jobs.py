@@ -170,8 +170,8 @@ class JobService:
             message = (
                 f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
             )
-            self.store.set_error(job_id, error_from_code("internal", message))
-            self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}")
+            error = error_from_code("internal", message)
+            self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}", error)
         elif result.state == "REVOKED":
             self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
         else:

@@ -43,6 +43,10 @@ def _flower_argv(settings: Settings) -> list[str]:
     return argv + [f"--port={settings.flower_port}", f"--address={settings.host}"]
 
 
+def _convert_argv(settings: Settings) -> list[str]:
+    return [sys.executable, "-m", "shared.cli", "convert-server", str(settings.convert_port)]
+
+
 def _exec(argv: list[str]) -> int:
     os.execv(argv[0], argv)
     return 1  # pragma: no cover - execv does not return
@@ -86,14 +90,20 @@ def _wait_ready(url: str, procs: Sequence[subprocess.Popen[bytes]], timeout_s: f
 
 
 def _up(settings: Settings) -> int:
-    """Run API, worker and Flower together until Ctrl-C (what ``make run`` calls)."""
+    """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
+    # the API reaches the Convert server started here unless another address is configured
+    convert_address = settings.convert_server_address or f"127.0.0.1:{settings.convert_port}"
+    api_env = {**os.environ, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
     procs = [
-        subprocess.Popen(argv)
-        for argv in (
-            _serve_argv(settings),
-            _worker_argv(settings, _ALL_QUEUES, settings.worker_concurrency),
-            _flower_argv(settings),
-        )
+        subprocess.Popen(_serve_argv(settings), env=api_env),
+        *(
+            subprocess.Popen(argv)
+            for argv in (
+                _worker_argv(settings, _ALL_QUEUES, settings.worker_concurrency),
+                _flower_argv(settings),
+                _convert_argv(settings),
+            )
+        ),
     ]
     stop = False
 
@@ -108,7 +118,9 @@ def _up(settings: Settings) -> int:
         print(
             f"\nmapsvc is up:\n  API      {base}/api-user/  (also {base}/api/v1/)\n"
             f"  ready    {base}/api-user/ready\n  events   curl -N {base}/api-user/events\n"
-            f"  Flower   http://{settings.host}:{settings.flower_port}/\nCtrl-C stops all.\n",
+            f"  Flower   http://{settings.host}:{settings.flower_port}/\n"
+            f"  convert  {convert_address} (gRPC; POST {base}/api-user/pdf-merge)\n"
+            "Ctrl-C stops all.\n",
             flush=True,
         )
     else:
@@ -137,7 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.add_argument("-Q", "--queues", default=_ALL_QUEUES, help=f"default: {_ALL_QUEUES}")
     worker.add_argument("-c", "--concurrency", type=int, default=None, help="worker processes")
     sub.add_parser("flower", help="run Flower, the Celery monitor")
-    sub.add_parser("up", help="run API, worker and Flower together (make run)")
+    convert = sub.add_parser("convert-server", help="run the Convert gRPC server (spec 4.17)")
+    convert.add_argument("port", nargs="?", type=int, default=None, help="default: 4003")
+    sub.add_parser("up", help="run API, worker, Flower and Convert together (make run)")
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
     demo.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/data")
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
@@ -152,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _exec(_worker_argv(settings, args.queues, concurrency))
     if args.command == "flower":
         return _exec(_flower_argv(settings))
+    if args.command == "convert-server":
+        from shared.convert.server import serve as serve_convert
+
+        return serve_convert(settings, args.port)
     if args.command == "up":
         return _up(settings)
     return _demo_data(settings, args.data_dir, args.replace)

@@ -19,7 +19,7 @@ __all__ = [
     "ALL_JOBS_STREAM",
     "JobEvent",
     "follow",
-    "has_final",
+    "claim_final",
     "job_stream",
     "publish",
 ]
@@ -48,6 +48,11 @@ def _final_guard(job_id: str) -> str:
     return f"mapsvc:job:{job_id}:final"
 
 
+def claim_final(client: redis.Redis, job_id: str, ttl_s: int) -> bool:
+    """Take the right to write a job's final line; only the first caller gets it."""
+    return bool(client.set(_final_guard(job_id), "1", nx=True, ex=ttl_s))
+
+
 def publish(
     client: redis.Redis,
     job_id: str,
@@ -56,22 +61,20 @@ def publish(
     final: bool = False,
     ttl_s: int,
     maxlen: int,
-) -> str | None:
+) -> str:
     """Append a line to a job's stream and to the stream of all jobs.
 
     Args:
         client: a synchronous Redis client that decodes responses.
         job_id: the job the line belongs to.
         text: the line, without the ``data: `` prefix.
-        final: whether this is the job's last line.
+        final: whether this is the job's last line (claim it first: :func:`claim_final`).
         ttl_s: how long the job's stream is kept after its last line.
         maxlen: most lines kept in the job's stream.
 
     Returns:
-        The entry id of the line, or None when the job already has its final line.
+        The entry id of the line.
     """
-    if final and not client.set(_final_guard(job_id), "1", nx=True, ex=ttl_s):
-        return None
     fields = {"job": job_id, "text": text, "final": "1" if final else "0"}
     key = job_stream(job_id)
     pipe = client.pipeline()
@@ -80,11 +83,6 @@ def publish(
     pipe.xadd(ALL_JOBS_STREAM, fields, maxlen=_ALL_JOBS_MAXLEN, approximate=True)  # type: ignore[arg-type]
     entry_id: str = pipe.execute()[0]
     return entry_id
-
-
-def has_final(client: redis.Redis, job_id: str) -> bool:
-    """Whether the job's final line has been written."""
-    return bool(client.exists(_final_guard(job_id)))
 
 
 async def follow(

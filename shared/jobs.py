@@ -103,11 +103,6 @@ class JobStore:
         if self.client.exists(key):
             self.client.hset(key, mapping={str(k): str(v) for k, v in fields.items()})
 
-    def set_error(self, job_id: str, error: MapsvcError) -> None:
-        """Keep the error of a failed job, as a user should read it."""
-        body = {"code": error.code, "message": error.message, "detail": error.detail}
-        self.update(job_id, error=json.dumps(body, default=str))
-
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of a job; returns how many times it has been started."""
         attempts: int = self.client.hincrby(_record_key(job_id), "attempts", 1)
@@ -121,30 +116,39 @@ class JobStore:
         """Whether a user asked to cancel the job."""
         return self.client.hget(_record_key(job_id), "cancel") == "1"
 
-    def publish(self, job_id: str, text: str, *, final: bool = False) -> str | None:
-        """Write one event line of a job (see :func:`shared.events.publish`)."""
-        entry = events.publish(
-            self.client, job_id, text, final=final, ttl_s=self.ttl_s, maxlen=self.maxlen
-        )
-        if entry is not None:
-            self.update(job_id, last_line=text)
+    def publish(self, job_id: str, text: str) -> str:
+        """Write one progress line of a job (see :func:`shared.events.publish`)."""
+        entry = events.publish(self.client, job_id, text, ttl_s=self.ttl_s, maxlen=self.maxlen)
+        self.update(job_id, last_line=text)
         return entry
 
-    def finish(self, job_id: str, outcome: str, text: str) -> str | None:
-        """Write a job's outcome and final line; only the first outcome of a job counts.
+    def finish(
+        self, job_id: str, outcome: str, text: str, error: MapsvcError | None = None
+    ) -> str | None:
+        """End a job: its outcome (and error), then its final line; only the first end counts.
+
+        The record is complete before the final line appears, so whoever waits for that line
+        reads the outcome.
 
         Args:
             job_id: the job.
             outcome: ``succeeded``, ``failed`` or ``cancelled``.
             text: the final line.
+            error: the error of a failed job, as a user should read it.
 
         Returns:
-            The entry id of the final line, or None when the job had already finished.
+            The entry id of the final line, or None when the job had already ended.
         """
-        entry = self.publish(job_id, text, final=True)
-        if entry is not None:
-            self.update(job_id, outcome=outcome, finished=time.time())
-        return entry
+        if not events.claim_final(self.client, job_id, self.ttl_s):
+            return None
+        fields: dict[str, str | float] = {"outcome": outcome, "finished": time.time()}
+        if error is not None:
+            body = {"code": error.code, "message": error.message, "detail": error.detail}
+            fields["error"] = json.dumps(body, default=str)
+        self.update(job_id, last_line=text, **fields)
+        return events.publish(
+            self.client, job_id, text, final=True, ttl_s=self.ttl_s, maxlen=self.maxlen
+        )
 
 
 class JobReporter:
@@ -200,5 +204,4 @@ class JobReporter:
         if isinstance(error, JobCancelledError):
             self.store.finish(self.job_id, "cancelled", FINISH_CANCELLED)
             return
-        self.store.set_error(self.job_id, error)
-        self.store.finish(self.job_id, "failed", f"{FINISH_ERROR}: {error.message}")
+        self.store.finish(self.job_id, "failed", f"{FINISH_ERROR}: {error.message}", error)

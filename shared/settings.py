@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "WORK_SUBDIRS"]
@@ -31,6 +31,14 @@ class Settings(BaseSettings):
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0", description="Redis: Celery broker, results, events"
     )
+    default_lang: str = Field(
+        default="en",
+        pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$",
+        description="Label language of tile URLs when a request names none",
+    )
+    cache_ttl_s: int = Field(
+        default=86400, ge=1, description="How long listing, stat and info results are cached"
+    )
     job_wait_s: float = Field(
         default=10.0, ge=0, description="How long a heavy endpoint waits before answering 202"
     )
@@ -54,6 +62,37 @@ class Settings(BaseSettings):
         default=0, ge=0, description="Worker processes per Celery worker (0 = one per CPU)"
     )
     log_level: str = Field(default="INFO", description="Log level of every process")
+    # The Convert helper (spec 4.17): `convertServerAddress` of the spec is this first field.
+    convert_server_address: str | None = Field(
+        default=None, description="`ip:port` of the Convert gRPC server; unset: no client"
+    )
+    convert_port: int = Field(
+        default=4003, ge=1, le=65535, description="Port `mapsvc convert-server` listens on"
+    )
+    convert_token: SecretStr | None = Field(
+        default=None, description="Access token the Convert server checks and clients send"
+    )
+    convert_max_message_bytes: int = Field(
+        default=536870912, ge=1024, description="Largest gRPC message each way (512 MiB)"
+    )
+    convert_timeout_s: float = Field(
+        default=120.0, gt=0, description="Deadline of a Convert call made by the API"
+    )
+
+    @field_validator("convert_server_address", "convert_token", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("convert_server_address")
+    @classmethod
+    def _check_address(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected <ip>:<port>, got {value!r}")
+        return value.strip()
 
     def ensure_work_dir(self) -> None:
         """Create the work dir layout of the spec if it is missing."""

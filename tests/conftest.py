@@ -16,6 +16,7 @@ import psycopg
 import pytest
 import redis
 import uvicorn
+from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
@@ -72,6 +73,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a subprocess the same settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSVC_")}
     for name, value in settings.model_dump().items():
+        if value is None:  # unset stays unset (e.g. MAPSVC_CONVERT_SERVER_ADDRESS)
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
         env[f"MAPSVC_{name.upper()}"] = str(value)
     return env
 

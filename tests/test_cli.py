@@ -15,6 +15,7 @@ import redis
 
 from shared.settings import Settings
 from tests.conftest import ROOT, SHARED_DATA, UP_REDIS_URL, free_port, settings_env
+from tests.convert.pdfs import make_pdf
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
 
@@ -78,6 +79,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
             "work_dir": tmp_path / "work",
             "port": free_port(),
             "flower_port": free_port(),
+            "convert_port": free_port(),
             "redis_url": UP_REDIS_URL,
         }
     )
@@ -109,6 +111,15 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         flower = httpx.get(f"http://127.0.0.1:{mine.flower_port}/", timeout=10)
         assert flower.status_code == 200
         assert "Flower" in flower.text
+        # the Convert server started too, and the API reaches it
+        assert f"convert  127.0.0.1:{mine.convert_port}" in log.read_text()
+        merged = httpx.post(
+            f"{base}/api-user/pdf-merge",
+            files=[("files", ("a.pdf", make_pdf([(100, 200, "a")]), "application/pdf"))] * 2,
+            timeout=30,
+        )
+        assert merged.status_code == 200, merged.text
+        assert merged.headers["x-page-count"] == "2"
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
@@ -120,5 +131,5 @@ def test_help_lists_the_commands() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "shared.cli", "--help"], capture_output=True, text=True, check=True
     )
-    for command in ("serve", "worker", "flower", "up", "demo-data"):
+    for command in ("serve", "worker", "flower", "up", "demo-data", "convert-server"):
         assert command in result.stdout

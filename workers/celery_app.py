@@ -18,7 +18,7 @@ logging.basicConfig(
     level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
 )
 
-app = Celery("mapsvc", include=["workers.tasks.diag"])
+app = Celery("mapsvc", include=["workers.tasks.diag", "workers.tasks.raster"])
 app.config_from_object(celery_config(settings))
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from api.routes import jobs, system
+from api.routes import jobs, pdf, raster, system
 
 __all__ = ["ROUTES"]
 
-ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES]
+ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES, *raster.ROUTES, *pdf.ROUTES]

@@ -1,0 +1,157 @@
+"""PDF merging for users: ``POST /pdf-merge``, answered by the Convert gRPC service."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from shared.convert.client import ConvertClient, PdfFile
+from shared.convert.merge import looks_like_pdf
+from shared.convert.paths import work_file
+from shared.errors import InvalidInputError, UnavailableError
+
+__all__ = ["ROUTES"]
+
+#: most files in one merge
+MAX_FILES = 1000
+#: largest text field of a multipart body (output name, metadata)
+_MAX_FIELD_BYTES = 64 * 1024
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+@dataclass(frozen=True)
+class PdfMergeParams:
+    """What to merge: the files in order, the output name, document information."""
+
+    files: tuple[PdfFile, ...]
+    output_name: str = ""
+    metadata: Mapping[str, str] | None = None
+
+    @classmethod
+    async def from_request(cls, request: Request) -> PdfMergeParams:
+        """Read a multipart upload of PDFs, or JSON naming PDFs inside the work dir.
+
+        Raises:
+            InvalidInputError: another content type, a file that is not a PDF, a path that is
+                absolute, has ``..`` or leads out of the work dir, a bad field.
+            NotFoundError: a path names no file.
+        """
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "multipart/form-data":
+            params = await cls._from_form(request)
+        elif content_type == "application/json":
+            params = cls._from_json(await _json_body(request), request)
+        else:
+            raise InvalidInputError(
+                "send PDFs as multipart/form-data, or a JSON list of work-dir paths",
+                parameter="content-type",
+                value=content_type,
+            )
+        if not params.files:
+            raise InvalidInputError("no PDF to merge", parameter="files")
+        return params
+
+    @classmethod
+    async def _from_form(cls, request: Request) -> PdfMergeParams:
+        files: list[PdfFile] = []
+        output_name, metadata = "", None
+        async with request.form(max_files=MAX_FILES, max_part_size=_MAX_FIELD_BYTES) as form:
+            for key, value in form.multi_items():
+                if isinstance(value, UploadFile):
+                    name = value.filename or f"file {len(files) + 1}"
+                    data = await value.read()
+                    if not looks_like_pdf(data):
+                        raise InvalidInputError(f"{name} is not a PDF", parameter=key, file=name)
+                    files.append(PdfFile(name=name, data=data))
+                elif key == "output_name":
+                    output_name = value
+                elif key == "metadata":
+                    metadata = _metadata(_json_text(value, "metadata"))
+                else:
+                    raise InvalidInputError(f"unknown form field {key!r}", parameter=key)
+        return cls(tuple(files), output_name, metadata)
+
+    @classmethod
+    def _from_json(cls, body: Any, request: Request) -> PdfMergeParams:
+        if isinstance(body, list):
+            body = {"paths": body}
+        if not isinstance(body, dict) or not isinstance(body.get("paths"), list):
+            raise InvalidInputError(
+                'send a JSON list of paths, or {"paths": [...], "output_name": …}',
+                parameter="paths",
+            )
+        unknown = set(body) - {"paths", "output_name", "metadata"}
+        if unknown:
+            raise InvalidInputError(f"unknown field {sorted(unknown)[0]!r}", parameter="body")
+        paths = body["paths"]
+        if len(paths) > MAX_FILES or not all(isinstance(p, str) for p in paths):
+            raise InvalidInputError(f"paths must be at most {MAX_FILES} strings", parameter="paths")
+        work_dir = request.app.state.settings.work_dir
+        for path in paths:
+            work_file(work_dir, path)  # refuse escapes here; the server checks again
+        output_name = body.get("output_name", "")
+        if not isinstance(output_name, str):
+            raise InvalidInputError("output_name must be a string", parameter="output_name")
+        metadata = _metadata(body["metadata"]) if "metadata" in body else None
+        return cls(tuple(PdfFile(name=p, path=p) for p in paths), output_name, metadata)
+
+
+async def _json_body(request: Request) -> Any:
+    return _json_text((await request.body()).decode("utf-8", "replace"), "body")
+
+
+def _json_text(text: str, parameter: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise InvalidInputError(f"{parameter} is not valid JSON", parameter=parameter) from None
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise InvalidInputError(
+            'metadata must be an object of strings, e.g. {"Title": "…"}', parameter="metadata"
+        )
+    return value
+
+
+def _download_name(name: str) -> str:
+    safe = _UNSAFE_NAME.sub("_", name).strip(" .")[:200]
+    return safe or "merged.pdf"
+
+
+async def post_pdf_merge(request: Request) -> Response:
+    """Merge the uploaded (or named) PDFs in order; the answer is the merged PDF."""
+    client: ConvertClient | None = request.app.state.convert
+    if client is None:
+        raise UnavailableError(
+            "convert service not configured",
+            service="convert",
+            setting="MAPSVC_CONVERT_SERVER_ADDRESS",
+        )
+    params = await PdfMergeParams.from_request(request)
+    result = await client.pdf_merge(
+        params.files,
+        output_name=params.output_name,
+        metadata=params.metadata,
+        request_id=str(getattr(request.state, "request_id", "")) or None,
+    )
+    return Response(
+        result.pdf,
+        media_type="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="{_download_name(result.output_name)}"',
+            "X-Page-Count": str(result.page_count),
+        },
+    )
+
+
+ROUTES = [Route("/pdf-merge", post_pdf_merge, methods=["POST"], name="post_pdf_merge")]

@@ -1,0 +1,101 @@
+"""Raster endpoints: listing, configuration, statistics, metadata, compression (spec 4.3–4.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from api.jobs import JobService
+from api.params import flag
+from shared.raster.layer import locate_layer
+from shared.raster.paths import decode_id
+from shared.raster.queries import raster_info_of, raster_listing, raster_stat_of
+from shared.settings import Settings
+
+__all__ = ["ROUTES"]
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _cache_args(request: Request) -> dict[str, Any]:
+    return {"ttl_s": _settings(request).cache_ttl_s, "refresh": flag(request, "nocache")}
+
+
+async def get_raster_list(request: Request) -> JSONResponse:
+    """The rasters of ``folder`` (spec 2.1)."""
+    folder = request.query_params.get("folder", "")
+    listing = await run_in_threadpool(
+        raster_listing,
+        request.app.state.redis,
+        _settings(request).work_dir,
+        folder,
+        **_cache_args(request),
+    )
+    return JSONResponse(listing)
+
+
+async def get_raster_config(request: Request) -> Response:
+    """Configure the raster at ``path`` as a layer: a job (spec 4.4, 2.2)."""
+    settings = _settings(request)
+    where = await run_in_threadpool(locate_layer, settings.work_dir, request.path_params["path"])
+    params = {
+        "path": where.rel_path,
+        "lang": settings.default_lang,
+        "refresh": flag(request, "nocache"),
+    }
+    jobs: JobService = request.app.state.jobs
+    return await jobs.reply(request, "raster-config", "raster.configure", params, dedup=True)
+
+
+async def get_raster_stat(request: Request) -> JSONResponse:
+    """Statistics of a raster file or folder (spec 2.3)."""
+    stat = await run_in_threadpool(
+        raster_stat_of,
+        request.app.state.redis,
+        _settings(request).work_dir,
+        request.path_params["id"],
+        **_cache_args(request),
+    )
+    return JSONResponse(stat)
+
+
+async def get_raster_info(request: Request) -> JSONResponse:
+    """Metadata of a layer's raster as ``gdalinfo -json`` prints it (spec 2.4)."""
+    info = await run_in_threadpool(
+        raster_info_of,
+        request.app.state.redis,
+        _settings(request).work_dir,
+        request.path_params["id"],
+        request.query_params.get("file") or None,
+        **_cache_args(request),
+    )
+    return JSONResponse(info)
+
+
+async def get_layer_compress(request: Request) -> Response:
+    """Compress a layer's rasters into ``commpress``: a job (spec 4.3)."""
+    settings = _settings(request)
+    rel = decode_id(request.path_params["id"])
+    where = await run_in_threadpool(locate_layer, settings.work_dir, rel)
+    jobs: JobService = request.app.state.jobs
+    return await jobs.reply(
+        request, "raster-compress", "raster.compress", {"path": where.rel_path}, dedup=True
+    )
+
+
+ROUTES = [
+    Route("/gis-raster", get_raster_list, methods=["GET"], name="get_raster_list"),
+    Route("/gis-raster/{path:path}", get_raster_config, methods=["GET"], name="get_raster_config"),
+    Route("/gis-raster-stat/{id}", get_raster_stat, methods=["GET"], name="get_raster_stat"),
+    Route("/gis-raster-info/{id}", get_raster_info, methods=["GET"], name="get_raster_info"),
+    Route(
+        "/gis-layer-compress/{id}", get_layer_compress, methods=["GET"], name="get_layer_compress"
+    ),
+]

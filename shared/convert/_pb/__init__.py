@@ -1,0 +1,1 @@
+"""gRPC stubs generated from protos/ by ``make protos``: never edit them by hand."""

@@ -1,0 +1,43 @@
+"""User-given paths resolved inside a root folder: never a path outside it."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from shared.errors import InvalidInputError, NotFoundError
+
+__all__ = ["resolve_inside"]
+
+
+def resolve_inside(root: Path, rel_path: str, *, root_name: str, must_exist: bool = True) -> Path:
+    """The path ``rel_path`` names inside ``root``.
+
+    Args:
+        root: the folder every path must stay in.
+        rel_path: a path relative to it, with ``/`` separators (``""`` is the root itself).
+        root_name: how messages name the root (``"work dir"``, ``"raster folder"``).
+        must_exist: raise NotFoundError when nothing is there.
+
+    Returns:
+        The resolved path (symlinks followed).
+
+    Raises:
+        InvalidInputError: the path is absolute, has ``..`` or a backslash, cannot be resolved,
+            or leads outside the root (through a symlink too).
+        NotFoundError: nothing exists at the path.
+    """
+    pure = PurePosixPath(rel_path)
+    if "\x00" in rel_path or "\\" in rel_path or pure.is_absolute() or ".." in pure.parts:
+        raise InvalidInputError(
+            f"a path must be relative to the {root_name}, without '..'", path=rel_path
+        )
+    real_root = root.resolve()
+    try:
+        path = (real_root / pure).resolve()
+    except (OSError, RuntimeError):  # a symlink loop, a name too long
+        raise InvalidInputError(f"{rel_path!r} cannot be resolved", path=rel_path) from None
+    if not path.is_relative_to(real_root):
+        raise InvalidInputError(f"{rel_path!r} leads outside the {root_name}", path=rel_path)
+    if must_exist and not path.exists():
+        raise NotFoundError(f"no file {rel_path!r} in the {root_name}", path=rel_path)
+    return path

@@ -1,0 +1,33 @@
+"""GDAL's own words for a failure, dug out of rasterio's exception chain."""
+
+from __future__ import annotations
+
+from rasterio._err import CPLE_BaseError
+from rasterio.errors import RasterioError
+
+__all__ = ["GDAL_ERRORS", "gdal_message"]
+
+#: What reading or writing a raster may raise: rasterio's errors, GDAL's (which rasterio
+#: raises as they are from some calls, such as copies), and the OS's.
+GDAL_ERRORS = (RasterioError, CPLE_BaseError, OSError)
+
+_GENERIC = ("See previous exception", "Read or write failed")
+
+
+def gdal_message(exc: BaseException) -> str:
+    """The messages of ``exc`` and its causes, most general first, without rasterio's filler.
+
+    Args:
+        exc: an exception raised by rasterio (or any other).
+
+    Returns:
+        One line, e.g. ``corrupt.tif, band 1: IReadBlock failed …; TIFFFillTile: Read error …``.
+    """
+    messages: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(messages) < 10:
+        text = str(current).strip()
+        if text and not any(g in text for g in _GENERIC) and text not in messages:
+            messages.append(text)
+        current = current.__cause__ or current.__context__
+    return "; ".join(messages) or type(exc).__name__

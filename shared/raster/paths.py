@@ -1,0 +1,92 @@
+"""Raster ids and paths: every path is resolved inside the raster root, or refused.
+
+A raster id is the URL-safe base64 of the raster's path relative to ``<workDir>/map/raster``
+(spec 2.1), without ``=`` padding (padding is accepted on input).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+
+from shared.errors import InvalidInputError
+from shared.paths import resolve_inside
+
+__all__ = [
+    "RASTER_SUFFIXES",
+    "decode_id",
+    "encode_id",
+    "is_raster_file",
+    "raster_root",
+    "relative",
+    "resolve",
+]
+
+#: File suffixes taken for rasters (checked against the file's first bytes as well).
+RASTER_SUFFIXES = (".tif", ".tiff", ".vrt")
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
+def raster_root(work_dir: Path) -> Path:
+    """The folder of source rasters, ``<workDir>/map/raster``."""
+    return work_dir / "map" / "raster"
+
+
+def encode_id(rel_path: str) -> str:
+    """The id of the raster at ``rel_path`` (relative to the raster root)."""
+    return base64.urlsafe_b64encode(rel_path.encode()).decode().rstrip("=")
+
+
+def decode_id(raster_id: str) -> str:
+    """The relative path an id stands for.
+
+    Raises:
+        InvalidInputError: the id is not URL-safe base64 of a UTF-8 path.
+    """
+    if not raster_id or len(raster_id) > 4096:
+        raise InvalidInputError("a raster id is URL-safe base64 of a path", id=raster_id[:64])
+    try:
+        raw = base64.urlsafe_b64decode(raster_id + "=" * (-len(raster_id) % 4))
+        if encode_id(raw.decode()) != raster_id.rstrip("="):
+            raise ValueError("not canonical base64")
+        return raw.decode()
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidInputError(
+            "a raster id is URL-safe base64 of a path", id=raster_id[:64]
+        ) from None
+
+
+def resolve(root: Path, rel_path: str, *, must_exist: bool = True) -> Path:
+    """The path ``rel_path`` stands for inside ``root``; never a path outside it.
+
+    Args:
+        root: the folder every path must stay in.
+        rel_path: a path relative to it (``""`` is the root itself).
+        must_exist: raise NotFoundError when nothing is there.
+
+    Raises:
+        InvalidInputError: the path is absolute, has ``..``, or leads outside (symlinks too).
+        NotFoundError: nothing exists at the path.
+    """
+    return resolve_inside(root, rel_path, root_name="raster folder", must_exist=must_exist)
+
+
+def relative(root: Path, path: Path) -> str:
+    """``path`` relative to ``root``, with ``/`` separators (``""`` for the root itself)."""
+    rel = path.relative_to(root.resolve()).as_posix()
+    return "" if rel == "." else rel
+
+
+def is_raster_file(path: Path) -> bool:
+    """Whether ``path`` is a GeoTIFF or VRT by its suffix and its first bytes."""
+    if path.suffix.lower() not in RASTER_SUFFIXES or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    if path.suffix.lower() == ".vrt":
+        return head.lstrip().startswith(b"<VRTDataset")
+    return head[:4] in _TIFF_MAGIC

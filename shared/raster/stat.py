@@ -1,0 +1,110 @@
+"""Raster statistics (spec 2.3): file times and sizes, and a descriptor per raster file."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import rasterio
+
+from shared.raster.catalog import layer_files
+from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.geo import extent_4326, extent_polygon, proj4
+from shared.raster.paths import resolve
+
+__all__ = ["describe_file", "raster_stat"]
+
+
+def _iso(ts: float) -> str:
+    # spec 2.3: ISO 8601 without zone offset; the times are UTC
+    return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+def _check_data(ds: rasterio.DatasetReader) -> None:
+    # The first and the last block of band 1 at full resolution: a truncated or damaged file
+    # fails here at the cost of two blocks, whatever the raster's size.
+    windows = list(ds.block_windows(1))
+    for _, window in {id(w): (0, w) for w in (windows[0][1], windows[-1][1])}.values():
+        ds.read(1, window=window)
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """The descriptor of one raster file (spec 2.3), with ``err`` set when it cannot be read.
+
+    Args:
+        path: the raster file.
+
+    Returns:
+        ``name``, ``size``, ``extent`` and ``geom`` (EPSG:4326), ``bands``, ``crs`` (proj4),
+        ``rasterSize``, ``err`` (empty when all is well) and ``time`` (ms spent reading).
+    """
+    t0 = time.monotonic()
+    info: dict[str, Any] = {
+        "name": path.name,
+        "size": os.stat(path).st_size,
+        "extent": None,
+        "geom": None,
+        "bands": "",
+        "crs": "",
+        "rasterSize": None,
+        "err": "",
+    }
+    try:
+        with rasterio.open(path) as ds:
+            info["rasterSize"] = [ds.width, ds.height]
+            info["bands"] = ",".join(ci.name.capitalize() for ci in ds.colorinterp)
+            if ds.crs is None:
+                info["err"] = "the raster has no coordinate system"
+            else:
+                info["crs"] = proj4(ds.crs)
+                extent = extent_4326(ds.crs, ds.bounds)
+                info["extent"] = extent
+                info["geom"] = extent_polygon(extent)
+            _check_data(ds)
+    except GDAL_ERRORS as exc:
+        info["err"] = gdal_message(exc)
+    info["time"] = int((time.monotonic() - t0) * 1000)
+    return info
+
+
+def raster_stat(root: Path, rel_path: str) -> dict[str, Any]:
+    """Statistics of a raster file or folder (spec 2.3, without ``time``).
+
+    Raises:
+        InvalidInputError: the path leads outside the raster root.
+        NotFoundError: nothing at the path, or a folder without rasters.
+    """
+    path = resolve(root, rel_path)
+    st = os.stat(path)
+    files = layer_files(root, rel_path)
+    if path.is_file():
+        return {
+            "type": "file",
+            "stat": {
+                "cdate": _iso(st.st_ctime),
+                "edate": _iso(st.st_mtime),
+                "size": st.st_size,
+                "count": 1,
+            },
+            "files": [describe_file(path)],
+        }
+    entries = []
+    for file in files:
+        entry: dict[str, Any] = {"name": file.name}
+        err = describe_file(file)["err"]
+        if err:
+            entry["err"] = err
+        entries.append(entry)
+    return {
+        "type": "dir",
+        "stat": {
+            "cdate": _iso(st.st_ctime),
+            "edate": _iso(st.st_mtime),
+            "size": None,
+            "count": len(files),
+        },
+        "files": entries,
+    }

@@ -1,0 +1,23 @@
+"""Raster jobs: layer configuration and compression."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.jobs import JobReporter
+from shared.raster.compress import compress_layer
+from shared.raster.layer import configure_layer
+from workers._job import JobTask
+from workers.celery_app import app, settings
+
+
+@app.task(base=JobTask, name="raster.configure")
+def configure(report: JobReporter, path: str, lang: str, refresh: bool) -> dict[str, Any]:
+    """Build the map configuration of a raster layer (spec 4.4)."""
+    return configure_layer(settings.work_dir, path, report, lang=lang, refresh=refresh)
+
+
+@app.task(base=JobTask, name="raster.compress")
+def compress(report: JobReporter, path: str) -> dict[str, Any]:
+    """Compress the rasters of a layer into ``commpress`` (spec 4.3)."""
+    return compress_layer(settings.work_dir, path, report)
