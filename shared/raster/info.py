@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import math
+import queue
 import re
+import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,11 +128,60 @@ def raster_info(path: Path) -> dict[str, Any]:
     """
     if not path.is_file():
         raise NotFoundError(f"raster not found: {path}", path=str(path))
-    # GDAL keeps one PROJ context per thread, and its object cache leaks from file to file:
-    # after a UTM GeoTIFF an EPSG:4326 one comes back with the WGS 84 datum instead of its
-    # ensemble, or the other way round. A thread of its own reads each file as a fresh gdalinfo.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raster-info") as pool:
-        return pool.submit(_read, path).result()
+    return _READERS.run(path)
+
+
+class _ThreadPerFile:
+    """Reads each file in a thread that has read no other file.
+
+    GDAL keeps one PROJ context per thread, and its object cache leaks from file to file:
+    after a UTM GeoTIFF an EPSG:4326 one comes back with the WGS 84 datum instead of its
+    ensemble, or the other way round. A thread of its own reads each file as a fresh gdalinfo
+    would. Making a thread's PROJ context costs more than reading the file, so the thread of
+    a file is kept (the most recent ``size`` of them) for the next read of the same file.
+    """
+
+    def __init__(self, size: int = 32) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._readers: OrderedDict[str, _Reader] = OrderedDict()
+
+    def run(self, path: Path) -> dict[str, Any]:
+        with self._lock:
+            reader = self._readers.pop(str(path), None) or _Reader()
+            self._readers[str(path)] = reader
+            if len(self._readers) > self._size:
+                self._readers.popitem(last=False)[1].stop()
+        return reader.read(path)
+
+
+class _Reader:
+    """One thread that reads the files handed to it, one at a time."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Path, Future[dict[str, Any]]] | None] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._main, name="raster-info", daemon=True).start()
+
+    def _main(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            path, result = job
+            try:
+                result.set_result(_read(path))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+                result.set_exception(exc)
+
+    def read(self, path: Path) -> dict[str, Any]:
+        result: Future[dict[str, Any]] = Future()
+        self._jobs.put((path, result))
+        return result.result()
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
+_READERS = _ThreadPerFile()
 
 
 def _read(path: Path) -> dict[str, Any]:
