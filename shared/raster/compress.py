@@ -19,7 +19,7 @@ from shared.errors import MapsvcError, UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import COMPRESS_DIR, layer_files
 from shared.raster.files import atomic_path
-from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.layer import locate_layer
 from shared.raster.paths import raster_root
 from shared.raster.vrt import band_subset_vrt

@@ -23,7 +23,7 @@ from rasterio.warp import transform as warp_transform
 from rasterio.windows import Window
 
 from shared.errors import NotFoundError, UnprocessableError
-from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, gdal_message
 
 __all__ = ["raster_info"]
 
@@ -39,22 +39,6 @@ _GDAL_ENV: dict[str, Any] = {
 #: Dataset metadata domains gdalinfo prints without ``-mdd``, after the default one.
 _DATASET_DOMAINS = ("IMAGE_STRUCTURE", "TILING_SCHEME", "SUBDATASETS", "GEOLOCATION", "RPC")
 _BAND_DOMAINS = ("IMAGE_STRUCTURE",)
-
-_GDAL_TYPES = {
-    "uint8": "Byte",
-    "int8": "Int8",
-    "uint16": "UInt16",
-    "int16": "Int16",
-    "uint32": "UInt32",
-    "int32": "Int32",
-    "uint64": "UInt64",
-    "int64": "Int64",
-    "float32": "Float32",
-    "float64": "Float64",
-    "complex_int16": "CInt16",
-    "complex64": "CFloat32",
-    "complex128": "CFloat64",
-}
 
 _STAC_TYPES = {
     "Byte": "uint8",
@@ -249,7 +233,7 @@ def _band(
     ds: Any, bidx: int, overview_sizes: list[list[int]]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """One element of ``bands``, with its ``raster:bands`` and ``eo:bands`` STAC twins."""
-    gdal_type = _GDAL_TYPES.get(ds.dtypes[bidx - 1], "Unknown")
+    gdal_type = GDAL_TYPES.get(ds.dtypes[bidx - 1], "Unknown")
     interp = ds.colorinterp[bidx - 1].value
     color_name = _COLOR_NAMES[interp] if 0 <= interp < len(_COLOR_NAMES) else "Undefined"
     block_rows, block_cols = ds.block_shapes[bidx - 1]

@@ -27,7 +27,7 @@ from shared.errors import UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import layer_files
 from shared.raster.files import atomic_path, write_atomic
-from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, proj4
 from shared.raster.paths import encode_id, raster_root, resolve
 from shared.raster.stat import describe_file

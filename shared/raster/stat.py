@@ -11,7 +11,7 @@ from typing import Any
 import rasterio
 
 from shared.raster.catalog import layer_files
-from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, extent_polygon, proj4
 from shared.raster.paths import resolve
 

@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 import rasterio
 
 from shared.errors import UnprocessableError
-from shared.raster.gdal_errors import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, gdal_message
 
 __all__ = ["band_subset_vrt", "mosaic_vrt"]
-
-_GDAL_TYPES = {
-    "uint8": "Byte",
-    "int8": "Int8",
-    "uint16": "UInt16",
-    "int16": "Int16",
-    "uint32": "UInt32",
-    "int32": "Int32",
-    "float32": "Float32",
-    "float64": "Float64",
-}
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -47,10 +37,33 @@ def _nodata_text(value: float) -> str:
     return repr(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _source_path(source: Path, vrt_dir: Path | None) -> tuple[str, str]:
+def _source(
+    vband: ET.Element,
+    tag: str,
+    path: Path,
+    vrt_dir: Path | None,
+    band: int,
+    meta: dict[str, Any],
+    block: tuple[int, int],
+) -> ET.Element:
+    """A source of a VRT band: its file (relative to ``vrt_dir`` when given), band, shape."""
+    source = _sub(vband, tag)
     if vrt_dir is None:
-        return str(source.resolve()), "0"
-    return os.path.relpath(source.resolve(), vrt_dir.resolve()), "1"
+        _sub(source, "SourceFilename", str(path.resolve()), relativeToVRT="0")
+    else:
+        name = os.path.relpath(path.resolve(), vrt_dir.resolve())
+        _sub(source, "SourceFilename", name, relativeToVRT="1")
+    _sub(source, "SourceBand", str(band))
+    _sub(
+        source,
+        "SourceProperties",
+        RasterXSize=str(meta["width"]),
+        RasterYSize=str(meta["height"]),
+        DataType=GDAL_TYPES[meta["dtype"]],
+        BlockXSize=str(block[1]),
+        BlockYSize=str(block[0]),
+    )
+    return source
 
 
 def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
@@ -115,26 +128,14 @@ def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
     if first["crs"] is not None:
         _sub(root, "SRS", first["crs"].to_wkt())
     _sub(root, "GeoTransform", f"{minx!r}, {resx!r}, 0.0, {maxy!r}, 0.0, {-resy!r}")
-    gdal_type = _GDAL_TYPES[first["dtype"]]
+    gdal_type = GDAL_TYPES[first["dtype"]]
     for band in range(1, first["count"] + 1):
         vband = _sub(root, "VRTRasterBand", dataType=gdal_type, band=str(band))
         if first["nodata"] is not None:
             _sub(vband, "NoDataValue", _nodata_text(first["nodata"]))
         _sub(vband, "ColorInterp", metas[0][4][band - 1].name.capitalize())
         for path, meta, bounds, res, _, block in metas:
-            source = _sub(vband, "ComplexSource")
-            name, relative = _source_path(path, vrt_dir)
-            _sub(source, "SourceFilename", name, relativeToVRT=relative)
-            _sub(source, "SourceBand", str(band))
-            _sub(
-                source,
-                "SourceProperties",
-                RasterXSize=str(meta["width"]),
-                RasterYSize=str(meta["height"]),
-                DataType=gdal_type,
-                BlockXSize=str(block[1]),
-                BlockYSize=str(block[0]),
-            )
+            source = _source(vband, "ComplexSource", path, vrt_dir, band, meta, block)
             _sub(
                 source,
                 "SrcRect",
@@ -183,7 +184,7 @@ def band_subset_vrt(source: Path, bands: list[int], data_type: str, color_interp
         _sub(root, "SRS", meta["crs"].to_wkt())
     _sub(root, "GeoTransform", ", ".join(repr(v) for v in meta["transform"].to_gdal()))
     _metadata(root, tags)
-    same_type = _GDAL_TYPES[meta["dtype"]] == data_type
+    same_type = GDAL_TYPES[meta["dtype"]] == data_type
     for index, (band, interp) in enumerate(zip(bands, color_interp, strict=True), start=1):
         vband = _sub(root, "VRTRasterBand", dataType=data_type, band=str(index))
         if meta["nodata"] is not None:
@@ -198,17 +199,6 @@ def band_subset_vrt(source: Path, bands: list[int], data_type: str, color_interp
             },
         )
         _sub(vband, "ColorInterp", interp)
-        src = _sub(vband, "SimpleSource")
-        _sub(src, "SourceFilename", str(source.resolve()), relativeToVRT="0")
-        _sub(src, "SourceBand", str(band))
-        _sub(
-            src,
-            "SourceProperties",
-            RasterXSize=str(meta["width"]),
-            RasterYSize=str(meta["height"]),
-            DataType=_GDAL_TYPES[meta["dtype"]],
-            BlockXSize=str(block[1]),
-            BlockYSize=str(block[0]),
-        )
+        _source(vband, "SimpleSource", source, None, band, meta, block)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode")

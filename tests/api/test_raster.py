@@ -22,6 +22,7 @@ from shared.mapnik_env import mapnik
 from shared.raster.paths import decode_id, encode_id
 from shared.settings import Settings
 from tests.api.test_system import assert_error
+from tests.bench.bench_raster import TRANSLATE
 from tests.conftest import SHARED_DATA
 from tests.shared.raster.test_info import assert_same
 
@@ -359,37 +360,7 @@ def test_compress_a_file_layer_like_gdal_translate(
     assert re.fullmatch(r"RGB\.byte\.tif: \d+ -> \d+ bytes, ratio 0\.\d{3}, \d+ ms", lines[1])
     assert lines[-1] == "Finish:success"
     reference = tmp_path / "ref.tif"
-    subprocess.run(
-        [
-            "gdal_translate",
-            "-q",
-            "-ot",
-            "Byte",
-            "-co",
-            "COMPRESS=LZW",
-            "-co",
-            "NUM_THREADS=ALL_CPUS",
-            "-co",
-            "PREDICTOR=2",
-            "-co",
-            "BIGTIFF=YES",
-            "-of",
-            "GTiff",
-            "-co",
-            "TILED=YES",
-            "-b",
-            "1",
-            "-b",
-            "2",
-            "-b",
-            "3",
-            "-colorinterp",
-            "red,green,blue",
-            str(raster_dir / RGB),
-            str(reference),
-        ],
-        check=True,
-    )
+    subprocess.run([*TRANSLATE, str(raster_dir / RGB), str(reference)], check=True)
     with rasterio.open(out) as mine, rasterio.open(reference) as ref:
         assert mine.profile == ref.profile
         assert mine.profile["compress"] == "lzw"

@@ -1,15 +1,32 @@
-"""GDAL's own words for a failure, dug out of rasterio's exception chain."""
+"""GDAL as rasterio shows it: its errors, its messages, its data type names."""
 
 from __future__ import annotations
 
 from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 
-__all__ = ["GDAL_ERRORS", "gdal_message"]
+__all__ = ["GDAL_ERRORS", "GDAL_TYPES", "gdal_message"]
 
 #: What reading or writing a raster may raise: rasterio's errors, GDAL's (which rasterio
 #: raises as they are from some calls, such as copies), and the OS's.
 GDAL_ERRORS = (RasterioError, CPLE_BaseError, OSError)
+
+#: GDAL's name of each numpy data type rasterio uses.
+GDAL_TYPES = {
+    "uint8": "Byte",
+    "int8": "Int8",
+    "uint16": "UInt16",
+    "int16": "Int16",
+    "uint32": "UInt32",
+    "int32": "Int32",
+    "uint64": "UInt64",
+    "int64": "Int64",
+    "float32": "Float32",
+    "float64": "Float64",
+    "complex_int16": "CInt16",
+    "complex64": "CFloat32",
+    "complex128": "CFloat64",
+}
 
 _GENERIC = ("See previous exception", "Read or write failed")
 
