@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,9 @@ from shared.convert.client import convert_client
 from shared.jobs import JobStore
 from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
+from shared.tiles.pool import RenderPool
+from shared.tiles.service import TileService
+from shared.tiles.store import FileTileStore
 
 __all__ = ["create_app"]
 
@@ -52,9 +56,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings, JobStore(state.redis, settings), state.aredis, state.celery
         )
         state.convert = convert_client(settings)  # None when the address is not configured
+        mapnik_dir = settings.work_dir / "map" / "mapnik"
+        state.render_pool = RenderPool(mapnik_dir, settings.render_processes or os.cpu_count() or 1)
+        state.tiles = TileService(mapnik_dir, state.render_pool)
+        state.file_tiles = FileTileStore(settings.work_dir / "map" / "rtile")
+        state.s3_tiles = None
         try:
             yield
         finally:
+            state.render_pool.close()
             if state.convert is not None:
                 await state.convert.close()
             state.celery.close()

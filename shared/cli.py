@@ -52,6 +52,26 @@ def _exec(argv: list[str]) -> int:
     return 1  # pragma: no cover - execv does not return
 
 
+def _render_tile(
+    settings: Settings, style: str, zxy: tuple[str, str, str], lang: str | None, out: Path
+) -> int:
+    from shared.errors import MapsvcError
+    from shared.tiles.grid import parse_tile
+    from shared.tiles.render import TileRenderer
+    from shared.tiles.styles import check_lang
+
+    try:
+        tile = parse_tile(*zxy)
+        with TileRenderer(settings.work_dir / "map" / "mapnik") as renderer:
+            rendered = renderer.render_tile(style, check_lang(lang or settings.default_lang), tile)
+    except MapsvcError as exc:
+        print(f"render-tile: {exc.message}", file=sys.stderr)
+        return 2
+    out.write_bytes(rendered.png)
+    print(f"{out}: {len(rendered.png)} bytes{' (empty)' if rendered.empty else ''}")
+    return 0
+
+
 def _demo_data(settings: Settings, data_dir: Path | None, replace: bool) -> int:
     from sqlalchemy import create_engine
     from sqlalchemy.exc import OperationalError
@@ -152,6 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     convert = sub.add_parser("convert-server", help="run the Convert gRPC server (spec 4.17)")
     convert.add_argument("port", nargs="?", type=int, default=None, help="default: 4003")
     sub.add_parser("up", help="run API, worker, Flower and Convert together (make run)")
+    render = sub.add_parser("render-tile", help="render one tile of a style to a PNG file")
+    render.add_argument("style", help="the style (layer id)")
+    render.add_argument("z", help="zoom")
+    render.add_argument("x", help="column")
+    render.add_argument("y", help="row")
+    render.add_argument("--lang", default=None, help="label language (default: the setting)")
+    render.add_argument("--out", type=Path, default=Path("tile.png"), help="default: tile.png")
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
     demo.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/data")
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
@@ -170,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shared.convert.server import serve as serve_convert
 
         return serve_convert(settings, args.port)
+    if args.command == "render-tile":
+        return _render_tile(settings, args.style, (args.z, args.x, args.y), args.lang, args.out)
     if args.command == "up":
         return _up(settings)
     return _demo_data(settings, args.data_dir, args.replace)

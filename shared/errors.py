@@ -35,6 +35,14 @@ class MapsvcError(Exception):
         self.message = message
         self.detail = detail
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep the detail when the error crosses a process boundary (render pool, workers)
+        return (_rebuild, (type(self), self.message, self.detail))
+
+
+def _rebuild(cls: type[MapsvcError], message: str, detail: dict[str, Any]) -> MapsvcError:
+    return cls(message, **detail)
+
 
 class InvalidInputError(MapsvcError):
     """The request is malformed: a bad parameter, id or path."""

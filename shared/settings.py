@@ -39,6 +39,15 @@ class Settings(BaseSettings):
     cache_ttl_s: int = Field(
         default=86400, ge=1, description="How long listing, stat and info results are cached"
     )
+    render_processes: int = Field(
+        default=0, ge=0, description="Render processes of each API process (0 = one per CPU)"
+    )
+    tile_max_size: int = Field(
+        default=4096, ge=256, le=16384, description="Largest width or height of a BBOX render"
+    )
+    tile_max_age_s: int = Field(
+        default=3600, ge=0, description="Cache-Control max-age of tile responses"
+    )
     job_wait_s: float = Field(
         default=10.0, ge=0, description="How long a heavy endpoint waits before answering 202"
     )

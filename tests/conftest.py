@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -140,3 +141,16 @@ def live_server(settings: Settings) -> Iterator[str]:
     yield base
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def raster_dir(settings: Settings) -> Path:
+    """The shared rasters in the session's work dir, plus things that are not rasters."""
+    root = settings.work_dir / "map" / "raster"
+    shutil.copytree(SHARED_DATA / "raster", root, dirs_exist_ok=True)
+    (root / "single" / "notes.txt").write_text("not a raster")
+    (root / "single" / "fake.tif").write_text("text pretending to be a TIFF")
+    (root / "empty").mkdir(exist_ok=True)
+    if not (root / "escape").exists():
+        (root / "escape").symlink_to("/etc")
+    return root

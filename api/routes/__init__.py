@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from api.routes import jobs, pdf, raster, system
+from api.routes import jobs, pdf, raster, system, tiles
 
 __all__ = ["ROUTES"]
 
-ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES, *raster.ROUTES, *pdf.ROUTES]
+ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES, *raster.ROUTES, *tiles.ROUTES, *pdf.ROUTES]

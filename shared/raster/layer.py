@@ -109,7 +109,7 @@ def _write_preview(src: Path, dst: Path) -> tuple[int, int]:
             "width": width,
             "height": height,
             "crs": ds.crs,
-            "transform": ds.transform * Affine.scale(ds.width / width, ds.height / height),
+            "transform": ds.transform @ Affine.scale(ds.width / width, ds.height / height),
             "nodata": ds.nodata,
             "tiled": True,
             "blockxsize": 256,
@@ -250,6 +250,7 @@ def configure_layer(
     t_xml = time.monotonic()
     spec = StyleSpec(
         name=where.rel_path,
+        bounds=extent,
         srs=srs,
         source=source,
         preview=None if small else preview_source,

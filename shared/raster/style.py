@@ -22,6 +22,7 @@ class StyleSpec:
     """What the XML of a layer says."""
 
     name: str
+    bounds: list[float]
     srs: str
     source: Path
     preview: Path | None
@@ -55,6 +56,8 @@ def style_xml(spec: StyleSpec, xml_dir: Path) -> str:
     root = ET.Element("Map", {"srs": WEB_MERCATOR, "background-color": "transparent"})
     params = ET.SubElement(root, "Parameters")
     ET.SubElement(params, "Parameter", name="name").text = spec.name
+    # read by the tile server: tiles outside these bounds are empty without rendering
+    ET.SubElement(params, "Parameter", name="bounds").text = ",".join(map(repr, spec.bounds))
     style = ET.SubElement(root, "Style", name="raster")
     ET.SubElement(ET.SubElement(style, "Rule"), "RasterSymbolizer", scaling="bilinear")
     if spec.preview is None:

@@ -23,24 +23,10 @@ from shared.raster.paths import decode_id, encode_id
 from shared.settings import Settings
 from tests.api.test_system import assert_error
 from tests.bench.bench_raster import TRANSLATE
-from tests.conftest import SHARED_DATA
 from tests.shared.raster.test_info import assert_same
 
 RGB = "single/RGB.byte.tif"
 TMS = morecantile.tms.get("WebMercatorQuad")
-
-
-@pytest.fixture(scope="session")
-def raster_dir(settings: Settings) -> Path:
-    """The shared rasters in the session's work dir, plus things that are not rasters."""
-    root = settings.work_dir / "map" / "raster"
-    shutil.copytree(SHARED_DATA / "raster", root, dirs_exist_ok=True)
-    (root / "single" / "notes.txt").write_text("not a raster")
-    (root / "single" / "fake.tif").write_text("text pretending to be a TIFF")
-    (root / "empty").mkdir(exist_ok=True)
-    if not (root / "escape").exists():
-        (root / "escape").symlink_to("/etc")
-    return root
 
 
 def job_lines(rdb: redis.Redis, job_id: str) -> list[str]:

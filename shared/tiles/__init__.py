@@ -1,0 +1,1 @@
+"""Map tiles: the tile grid, map styles, rendering with Mapnik, the tile cache, pre-tiling."""

@@ -1,0 +1,63 @@
+"""The tile grid (Web Mercator, morecantile's ``WebMercatorQuad``) and tile addresses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import morecantile
+
+from shared.errors import InvalidInputError
+
+__all__ = ["MAX_ZOOM", "TMS", "TileAddress", "parse_tile"]
+
+TMS = morecantile.tms.get("WebMercatorQuad")
+MAX_ZOOM = 24
+
+
+@dataclass(frozen=True)
+class TileAddress:
+    """A tile of the grid."""
+
+    z: int
+    x: int
+    y: int
+
+    def bounds_3857(self) -> tuple[float, float, float, float]:
+        """The tile's bounds in EPSG:3857 metres."""
+        b = TMS.xy_bounds(morecantile.Tile(self.x, self.y, self.z))
+        return (b.left, b.bottom, b.right, b.top)
+
+    def bounds_4326(self) -> tuple[float, float, float, float]:
+        """The tile's bounds in degrees."""
+        b = TMS.bounds(morecantile.Tile(self.x, self.y, self.z))
+        return (b.left, b.bottom, b.right, b.top)
+
+    def intersects(self, extent: list[float]) -> bool:
+        """Whether the tile overlaps ``[min_lon, min_lat, max_lon, max_lat]`` (not just touches)."""
+        w, s, e, n = self.bounds_4326()
+        return w < extent[2] and e > extent[0] and s < extent[3] and n > extent[1]
+
+
+def _integer(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an integer", parameter=name, value=value) from None
+
+
+def parse_tile(z: str, x: str, y: str) -> TileAddress:
+    """The tile at ``z/x/y`` as given in a URL.
+
+    Raises:
+        InvalidInputError: a part is not an integer, or out of the grid (zoom 0..24).
+    """
+    tile = TileAddress(_integer("z", z), _integer("x", x), _integer("y", y))
+    if not 0 <= tile.z <= MAX_ZOOM:
+        raise InvalidInputError(f"z must be 0..{MAX_ZOOM}", parameter="z", value=tile.z)
+    side = 2**tile.z
+    for name, value in (("x", tile.x), ("y", tile.y)):
+        if not 0 <= value < side:
+            raise InvalidInputError(
+                f"{name} must be 0..{side - 1} at zoom {tile.z}", parameter=name, value=value
+            )
+    return tile

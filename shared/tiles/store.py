@@ -1,0 +1,62 @@
+"""The tile cache: ``<style>/<lang>/<z>/<x>/<y>.png`` keys, on disk or in object storage."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+from shared.raster.files import write_atomic
+from shared.tiles.grid import TileAddress
+
+__all__ = ["FileTileStore", "TileStore", "tile_key"]
+
+
+def tile_key(style: str, lang: str, tile: TileAddress) -> str:
+    """The cache key of a tile, the same on disk and in a bucket."""
+    return f"{style}/{lang}/{tile.z}/{tile.x}/{tile.y}.png"
+
+
+class TileStore(Protocol):
+    """Where rendered tiles are kept."""
+
+    def get(self, key: str) -> bytes | None:
+        """The tile stored under ``key``, or None."""
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store a tile; a reader sees the whole tile or none."""
+
+    def exists(self, key: str) -> bool:
+        """Whether a tile is stored under ``key``."""
+
+    def drop_style(self, style: str) -> None:
+        """Forget every tile of a style."""
+
+
+class FileTileStore:
+    """Tiles as files under ``<workDir>/map/rtile``, written atomically."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    def get(self, key: str) -> bytes | None:
+        """The tile stored under ``key``, or None."""
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store a tile (temporary file, then rename)."""
+        write_atomic(self._path(key), data)
+
+    def exists(self, key: str) -> bool:
+        """Whether a tile is stored under ``key``."""
+        return self._path(key).is_file()
+
+    def drop_style(self, style: str) -> None:
+        """Remove the style's folder of tiles."""
+        shutil.rmtree(self.root / style, ignore_errors=True)
