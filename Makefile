@@ -39,6 +39,7 @@ test: setup
 bench: setup
 	bash deploy/services.sh --test-tools
 	$(BIN)/python -m tests.bench.bench_raster
+	$(BIN)/python -m tests.bench.bench_tiles
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -22,7 +22,7 @@ from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
 from shared.tiles.pool import RenderPool
 from shared.tiles.service import TileService
-from shared.tiles.store import FileTileStore
+from shared.tiles.stores import tile_stores
 
 __all__ = ["create_app"]
 
@@ -59,12 +59,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         mapnik_dir = settings.work_dir / "map" / "mapnik"
         state.render_pool = RenderPool(mapnik_dir, settings.render_processes or os.cpu_count() or 1)
         state.tiles = TileService(mapnik_dir, state.render_pool)
-        state.file_tiles = FileTileStore(settings.work_dir / "map" / "rtile")
-        state.s3_tiles = None
+        state.tile_stores = tile_stores(settings)
+        state.file_tiles = state.tile_stores.file
+        state.s3_tiles = state.tile_stores.s3  # None when MAPSVC_S3_ENDPOINT_URL is unset
         try:
             yield
         finally:
             state.render_pool.close()
+            state.tile_stores.close()
             if state.convert is not None:
                 await state.convert.close()
             state.celery.close()

@@ -43,7 +43,8 @@ _CELERY_STATES = {
     "RECEIVED": "queued",
     "STARTED": "running",
     "RETRY": "running",
-    "SUCCESS": "succeeded",
+    # a job whose task returned while other tasks carry it on (pre-tiling) has no outcome yet
+    "SUCCESS": "running",
     "FAILURE": "failed",
     "REVOKED": "cancelled",
 }

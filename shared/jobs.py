@@ -19,6 +19,7 @@ from shared.errors import JobCancelledError, MapsvcError
 from shared.settings import Settings
 
 __all__ = [
+    "Continued",
     "FINISH_CANCELLED",
     "FINISH_ERROR",
     "FINISH_SUCCESS",
@@ -30,6 +31,16 @@ __all__ = [
 FINISH_SUCCESS = "Finish:success"
 FINISH_CANCELLED = "Finish:cancelled"
 FINISH_ERROR = "Finish:error"
+
+
+@dataclass(frozen=True)
+class Continued:
+    """What a job returns when other tasks carry it on (a fan-out): it has not ended yet.
+
+    The task that runs last ends the job with :meth:`JobReporter.succeed` or ``fail``.
+    """
+
+    detail: dict[str, Any]
 
 
 def _record_key(job_id: str) -> str:
@@ -158,15 +169,22 @@ class JobReporter:
     :class:`~shared.errors.JobCancelledError`.
     """
 
-    def __init__(self, store: JobStore, job_id: str) -> None:
+    def __init__(self, store: JobStore, job_id: str, started: float | None = None) -> None:
         self.store = store
         self.job_id = job_id
-        self._t0 = time.monotonic()
+        # wall-clock, so that the parts of a job that fans out count from the same start
+        self._t0 = time.time() if started is None else started
+
+    @classmethod
+    def of_running_job(cls, store: JobStore, job_id: str) -> JobReporter:
+        """The reporter of a job started elsewhere (a chunk of a job that fans out)."""
+        record = store.get(job_id)
+        return cls(store, job_id, record.started if record and record.started else None)
 
     @property
     def elapsed_ms(self) -> int:
         """Milliseconds since the job started."""
-        return int((time.monotonic() - self._t0) * 1000)
+        return int((time.time() - self._t0) * 1000)
 
     def line(self, text: str, *, progress: float | None = None, elapsed: bool = True) -> None:
         """Publish a progress line, ending with the elapsed ms unless ``elapsed`` is False.
@@ -191,8 +209,8 @@ class JobReporter:
 
     def start(self, worker: str) -> None:
         """Mark the job as started (again, when a worker re-runs it) by ``worker``."""
-        self._t0 = time.monotonic()
-        self.store.update(self.job_id, started=time.time(), worker=worker, progress=0.0)
+        self._t0 = time.time()
+        self.store.update(self.job_id, started=self._t0, worker=worker, progress=0.0)
 
     def succeed(self, result: Any) -> None:
         """Keep the job's result and write the final success line."""

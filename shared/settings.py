@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "WORK_SUBDIRS"]
@@ -87,6 +88,26 @@ class Settings(BaseSettings):
     convert_timeout_s: float = Field(
         default=120.0, gt=0, description="Deadline of a Convert call made by the API"
     )
+    # Tiles in S3-compatible object storage (`isS3=1`); unset endpoint: not configured.
+    s3_endpoint_url: str | None = Field(
+        default=None, description="URL of the S3-compatible endpoint; unset: no object storage"
+    )
+    s3_bucket: str = Field(
+        default="mapsvc-tiles", min_length=3, max_length=63, description="Bucket of the tiles"
+    )
+    s3_prefix: str = Field(
+        default="", description="Folder of the tiles in the bucket (`tiles` = keys `tiles/…`)"
+    )
+    s3_access_key_id: SecretStr | None = Field(
+        default=None, description="Access key; unset: boto3's own credential chain"
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None, description="Secret key that goes with the access key"
+    )
+    s3_region: str = Field(default="us-east-1", description="Region used to sign requests")
+    s3_addressing_style: Literal["path", "virtual", "auto"] = Field(
+        default="path", description="Bucket in the URL path (MinIO, moto) or in the host name"
+    )
 
     @field_validator("convert_server_address", "convert_token", mode="before")
     @classmethod
@@ -102,6 +123,19 @@ class Settings(BaseSettings):
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"expected <ip>:<port>, got {value!r}")
         return value.strip()
+
+    @field_validator("s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", mode="before")
+    @classmethod
+    def _blank_s3_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _s3_keys_go_together(self) -> Settings:
+        if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            raise ValueError(
+                "set both MAPSVC_S3_ACCESS_KEY_ID and MAPSVC_S3_SECRET_ACCESS_KEY, or neither"
+            )
+        return self
 
     def ensure_work_dir(self) -> None:
         """Create the work dir layout of the spec if it is missing."""

@@ -13,11 +13,11 @@ from celery.exceptions import Ignore, SoftTimeLimitExceeded
 from celery.states import REVOKED
 
 from shared.errors import JobCancelledError, MapsvcError
-from shared.jobs import JobReporter, JobStore
+from shared.jobs import Continued, JobReporter, JobStore
 from shared.redis_clients import sync_client
 from workers.celery_app import settings
 
-__all__ = ["JobTask", "reset_store"]
+__all__ = ["JobTask", "job_store", "reset_store"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 @functools.cache
 def _store() -> JobStore:
     return JobStore(sync_client(settings.redis_url), settings)
+
+
+def job_store() -> JobStore:
+    """The job store of this worker process."""
+    return _store()
 
 
 def reset_store() -> None:
@@ -81,5 +86,7 @@ class JobTask(Task):  # type: ignore[misc]
             log.exception("job %s (%s) failed", job_id, self.name)
             report.fail(MapsvcError(f"internal error in the job: {type(exc).__name__}"))
             raise
+        if isinstance(result, Continued):
+            return result.detail  # the job goes on in other tasks, which end it
         report.succeed(result)
         return result

@@ -18,7 +18,9 @@ logging.basicConfig(
     level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
 )
 
-app = Celery("mapsvc", include=["workers.tasks.diag", "workers.tasks.raster"])
+app = Celery(
+    "mapsvc", include=["workers.tasks.diag", "workers.tasks.raster", "workers.tasks.tiles"]
+)
 app.config_from_object(celery_config(settings))
 
 

@@ -1,4 +1,4 @@
-"""Tiles: ``rtile`` (spec 4.1) with and without the language segment, BBOX renders, debug."""
+"""Tiles: ``rtile`` (spec 4.1; BBOX renders, debug), pre-tiling (4.2), the speed test (4.7)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.jobs import JobService
 from api.params import flag, int_param
 from shared.errors import InvalidInputError, UnavailableError
 from shared.settings import Settings
-from shared.tiles.grid import parse_tile
+from shared.tiles.grid import MAX_ZOOM, parse_tile
+from shared.tiles.pretile import DEFAULT_MAXZOOM, DEFAULT_MINZOOM, check_zooms, plan_pretile
 from shared.tiles.service import TileService, etag_of
 from shared.tiles.store import TileStore
 from shared.tiles.styles import check_lang
@@ -87,7 +89,47 @@ async def get_tile(request: Request) -> Response:
     return response
 
 
+async def get_layer_pretile(request: Request) -> Response:
+    """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering."""
+    settings: Settings = request.app.state.settings
+    style = request.path_params["id"]
+    info = _service(request).style(style)
+    minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
+    maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
+    check_zooms(minzoom, maxzoom)
+    if flag(request, "dryrun"):
+        bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
+        return JSONResponse(plan_pretile(bounds, minzoom, maxzoom))
+    lang = check_lang(request.query_params.get("lang") or settings.default_lang)
+    params = {
+        "style": style,
+        "lang": lang,
+        "minzoom": minzoom,
+        "maxzoom": maxzoom,
+        "refresh": flag(request, "nocache"),
+        "s3": flag(request, "isS3"),
+    }
+    jobs: JobService = request.app.state.jobs
+    return await jobs.reply(request, "pretile", "tiles.pretile", params, dedup=True)
+
+
+async def get_speed_test(request: Request) -> Response:
+    """The tiling speed test of a layer (spec 4.7): a job reporting on its event stream."""
+    settings: Settings = request.app.state.settings
+    style = request.query_params.get("layer")
+    if not style:
+        raise InvalidInputError("layer is required (a layer id)", parameter="layer")
+    _service(request).style(style)  # 404 for an unknown layer
+    lang = check_lang(request.query_params.get("lang") or settings.default_lang)
+    jobs: JobService = request.app.state.jobs
+    return await jobs.reply(
+        request, "speed-test", "tiles.speed_test", {"style": style, "lang": lang}
+    )
+
+
 ROUTES = [
     Route("/rtile/{style}/{lang}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile"),
     Route("/rtile/{style}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile_nolang"),
+    Route("/gis-layer-pretile/{id}", get_layer_pretile, methods=["GET"], name="get_layer_pretile"),
+    Route("/gis-speed-test", get_speed_test, methods=["GET"], name="get_speed_test"),
 ]

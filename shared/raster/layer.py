@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from shared.raster.paths import encode_id, raster_root, resolve
 from shared.raster.stat import describe_file
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import mosaic_vrt
+from shared.tiles.store import FileTileStore, TileStore
 
 __all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source", "tile_url"]
 
@@ -140,7 +142,13 @@ def _compressed(files: list[Path]) -> str:
 
 
 def configure_layer(
-    work_dir: Path, rel_path: str, report: JobReporter, *, lang: str, refresh: bool
+    work_dir: Path,
+    rel_path: str,
+    report: JobReporter,
+    *,
+    lang: str,
+    refresh: bool,
+    stores: Sequence[TileStore] | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the configuration of a raster layer, reporting each stage.
 
@@ -150,6 +158,8 @@ def configure_layer(
         report: the job's reporter.
         lang: the language put into the tile URL.
         refresh: rebuild previews, VRTs and XML even when they are up to date (``nocache=1``).
+        stores: the tile caches that drop the layer's tiles when its configuration changes
+            (default: the file cache under ``<workDir>/map/rtile``).
 
     Returns:
         The raster configuration result (spec 2.2) and ``layer``, the id of the configuration.
@@ -157,6 +167,7 @@ def configure_layer(
     Raises:
         NotFoundError: no raster at the path.
         UnprocessableError: a file cannot be read, or the files do not fit together.
+        UnavailableError: a tile cache could not drop the layer's tiles.
     """
     t0 = time.monotonic()
     report.line(f"Start raster: {rel_path}")
@@ -251,6 +262,7 @@ def configure_layer(
     spec = StyleSpec(
         name=where.rel_path,
         bounds=extent,
+        zoom=zoom,
         srs=srs,
         source=source,
         preview=None if small else preview_source,
@@ -263,7 +275,15 @@ def configure_layer(
     report.line(f"XML size: {size} bytes")
     if changed or not reuse:
         # a new configuration must never be served from tiles of the old one
-        shutil.rmtree(where.tile_dir, ignore_errors=True)
+        if stores is None:
+            stores = [FileTileStore(work_dir / "map" / "rtile")]
+        try:
+            for store in stores:
+                store.drop_style(where.raster_id)
+        except BaseException:
+            # without the manifest the next run rebuilds, and so drops the tiles again
+            manifest_path.unlink(missing_ok=True)
+            raise
     write_atomic(manifest_path, json.dumps(manifest))
     report.line(f"XML file: map/mapnik/{where.xml_path.name}")
     ms_xml = int((time.monotonic() - t_xml) * 1000)

@@ -23,6 +23,7 @@ class StyleSpec:
 
     name: str
     bounds: list[float]
+    zoom: int
     srs: str
     source: Path
     preview: Path | None
@@ -58,6 +59,8 @@ def style_xml(spec: StyleSpec, xml_dir: Path) -> str:
     ET.SubElement(params, "Parameter", name="name").text = spec.name
     # read by the tile server: tiles outside these bounds are empty without rendering
     ET.SubElement(params, "Parameter", name="bounds").text = ",".join(map(repr, spec.bounds))
+    # the zoom whose pixels match the raster's (speed test samples around it)
+    ET.SubElement(params, "Parameter", name="zoom").text = str(spec.zoom)
     style = ET.SubElement(root, "Style", name="raster")
     ET.SubElement(ET.SubElement(style, "Rule"), "RasterSymbolizer", scaling="bilinear")
     if spec.preview is None:

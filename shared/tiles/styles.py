@@ -27,6 +27,7 @@ class StyleInfo:
     path: Path
     mtime_ns: int
     bounds: list[float] | None
+    zoom: int | None
     layer_srs: str | None
 
 
@@ -80,6 +81,8 @@ def read_style(mapnik_dir: Path, style: str) -> StyleInfo:
     params = {p.get("name"): (p.text or "") for p in root.findall("Parameters/Parameter")}
     bounds = [float(v) for v in params["bounds"].split(",")] if params.get("bounds") else None
     layer = root.find("Layer")
-    info = StyleInfo(style, path, mtime, bounds, layer.get("srs") if layer is not None else None)
+    zoom = int(params["zoom"]) if params.get("zoom") else None
+    srs = layer.get("srs") if layer is not None else None
+    info = StyleInfo(style, path, mtime, bounds, zoom, srs)
     _cache[style] = info
     return info

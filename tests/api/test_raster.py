@@ -43,11 +43,14 @@ def test_listing_of_the_root(client: TestClient, raster_dir: Path) -> None:
     body = r.json()
     assert isinstance(body["time"], int)
     assert body["folder"] == ""
-    assert [(row["name"], row["type"], row["path"]) for row in body["rows"]] == [
+    rows = [(row["name"], row["type"], row["path"]) for row in body["rows"]]
+    # other tests add folders of their own (pretile/, gone/) to the same work dir
+    assert [row for row in rows if row[0] in {"bahamas-tiles", "broken", "single"}] == [
         ("bahamas-tiles", "dir", "bahamas-tiles"),
         ("broken", "dir", "broken"),
         ("single", "dir", "single"),
     ]
+    assert not {"empty", "escape"} & {row[0] for row in rows}  # no rasters; leads outside
     for row in body["rows"]:
         assert set(row) == {"id", "name", "islayer", "filename", "path", "type"}
         assert decode_id(row["id"]) == row["path"]
@@ -233,7 +236,8 @@ def test_configure_a_file_layer(
     xml = settings.work_dir / "map" / "mapnik" / f"{layer}.xml"
     assert xml.is_file()
     rows = client.get("/api-user/gis-raster?folder=single").json()["rows"]
-    assert [row["islayer"] for row in rows] == [True, False, False]
+    assert {row["name"]: row["islayer"] for row in rows}["RGB.byte"] is True
+    assert {row["name"]: row["islayer"] for row in rows}["shade"] is False
     pixels = render_tile(xml, -77.5, 24.5, 8)
     assert (pixels[..., 3] == 255).mean() > 0.4  # the scene covers a good part of the tile
     assert (pixels[..., 3] == 0).mean() > 0.2  # and the rest is transparent

@@ -7,6 +7,7 @@ from typing import Any
 from shared.jobs import JobReporter
 from shared.raster.compress import compress_layer
 from shared.raster.layer import configure_layer
+from shared.tiles.stores import tile_stores
 from workers._job import JobTask
 from workers.celery_app import app, settings
 
@@ -14,7 +15,10 @@ from workers.celery_app import app, settings
 @app.task(base=JobTask, name="raster.configure")
 def configure(report: JobReporter, path: str, lang: str, refresh: bool) -> dict[str, Any]:
     """Build the map configuration of a raster layer (spec 4.4)."""
-    return configure_layer(settings.work_dir, path, report, lang=lang, refresh=refresh)
+    with tile_stores(settings) as stores:  # a rebuilt layer's tiles are dropped from each
+        return configure_layer(
+            settings.work_dir, path, report, lang=lang, refresh=refresh, stores=stores.all()
+        )
 
 
 @app.task(base=JobTask, name="raster.compress")

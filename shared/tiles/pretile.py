@@ -1,0 +1,235 @@
+"""Pre-tiling (spec 4.2): the plan under the tile cap, chunks of tiles, and their progress.
+
+A run tiles zooms ``minzoom``..``maxzoom - 1`` over the layer's footprint. At most
+:data:`MAX_TILES` tiles are made, but the first zoom is always tiled whole, and a later zoom
+only when it fits whole under the cap. The work is cut into chunks (metatiles of
+:data:`CHUNK` x :data:`CHUNK` tiles) that any worker process renders; counters in Redis add up
+what the chunks did, and the chunk that completes the count ends the run (chunks whose worker
+died are delivered again, so no chord has to wait for them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from shared.errors import InvalidInputError
+from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
+
+__all__ = [
+    "CHUNK",
+    "DEFAULT_MAXZOOM",
+    "DEFAULT_MINZOOM",
+    "MAX_TILES",
+    "Chunk",
+    "PretileCounters",
+    "check_zooms",
+    "chunks",
+    "plan_pretile",
+]
+
+MAX_TILES = 100_000
+DEFAULT_MINZOOM, DEFAULT_MAXZOOM = 6, 16
+CHUNK = 8
+_LAT_LIMIT = 85.0511287798066
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A block of tiles of one zoom, ``x0..x1`` and ``y0..y1`` inclusive."""
+
+    z: int
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+
+    @property
+    def size(self) -> int:
+        """The number of tiles of the block."""
+        return (self.x1 - self.x0 + 1) * (self.y1 - self.y0 + 1)
+
+    def tiles(self) -> Iterator[TileAddress]:
+        """The tiles of the block, row by row."""
+        for y in range(self.y0, self.y1 + 1):
+            for x in range(self.x0, self.x1 + 1):
+                yield TileAddress(self.z, x, y)
+
+
+def check_zooms(minzoom: int, maxzoom: int) -> None:
+    """Refuse a zoom range that is empty or leaves the grid (zooms 0..24, end excluded).
+
+    Raises:
+        InvalidInputError: the range is bad.
+    """
+    if not 0 <= minzoom <= MAX_ZOOM:
+        raise InvalidInputError(f"minzoom must be 0..{MAX_ZOOM}", parameter="minzoom")
+    if not 0 <= maxzoom <= MAX_ZOOM + 1:
+        raise InvalidInputError(
+            f"maxzoom must be 1..{MAX_ZOOM + 1} (the end, excluded)", parameter="maxzoom"
+        )
+    if minzoom >= maxzoom:
+        raise InvalidInputError(
+            "minzoom must be below maxzoom (maxzoom is excluded)", parameter="minzoom"
+        )
+
+
+def _range(bounds: list[float], z: int) -> tuple[int, int, int, int]:
+    west, south, east, north = bounds
+    south, north = max(south, -_LAT_LIMIT), min(north, _LAT_LIMIT)
+    top_left = TMS.tile(west, north, z)
+    # a hair inside, so that a footprint ending on a tile edge does not take the next tile
+    bottom_right = TMS.tile(east - 1e-9, south + 1e-9, z)
+    return top_left.x, top_left.y, bottom_right.x, bottom_right.y
+
+
+def plan_pretile(
+    bounds: list[float], minzoom: int, maxzoom: int, cap: int = MAX_TILES
+) -> dict[str, Any]:
+    """What a run tiles: tiles per zoom over ``bounds`` (EPSG:4326), and what the cap cut.
+
+    Args:
+        bounds: the footprint, ``[west, south, east, north]``.
+        minzoom: the first zoom.
+        maxzoom: the end zoom (excluded).
+        cap: most tiles of a run (the first zoom is tiled whole regardless).
+
+    Returns:
+        ``zooms`` (each ``zoom``, ``tiles``, ``tiled``), ``total`` (tiles to make), ``cut``
+        (zooms left out), ``cap``, ``minzoom``, ``maxzoom``.
+    """
+    check_zooms(minzoom, maxzoom)
+    zooms: list[dict[str, Any]] = []
+    cut: list[int] = []
+    total = 0
+    for z in range(minzoom, maxzoom):
+        x0, y0, x1, y1 = _range(bounds, z)
+        count = (x1 - x0 + 1) * (y1 - y0 + 1)
+        tiled = z == minzoom or (not cut and total + count <= cap)
+        if tiled:
+            total += count
+        else:
+            cut.append(z)
+        zooms.append({"zoom": z, "tiles": count, "tiled": tiled})
+    return {
+        "minzoom": minzoom,
+        "maxzoom": maxzoom,
+        "cap": cap,
+        "zooms": zooms,
+        "total": total,
+        "cut": cut,
+    }
+
+
+def chunks(bounds: list[float], plan: dict[str, Any]) -> Iterator[Chunk]:
+    """The chunks of the zooms a plan tiles."""
+    for entry in plan["zooms"]:
+        if not entry["tiled"]:
+            continue
+        z = entry["zoom"]
+        x0, y0, x1, y1 = _range(bounds, z)
+        for cy in range(y0, y1 + 1, CHUNK):
+            for cx in range(x0, x1 + 1, CHUNK):
+                yield Chunk(z, cx, cy, min(cx + CHUNK - 1, x1), min(cy + CHUNK - 1, y1))
+
+
+# KEYS: the run's hash, its set of counted chunks. ARGV: chunk id, chunk size, error, then the
+# count fields, then their increments. Returns 1 when this chunk completed the run.
+_ADD_CHUNK = """
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('EXPIRE', KEYS[2], redis.call('TTL', KEYS[1]))
+local n = (#ARGV - 3) / 2
+for i = 1, n do redis.call('HINCRBY', KEYS[1], ARGV[3 + i], ARGV[3 + n + i]) end
+if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'first_error', ARGV[3]) end
+local finished = redis.call('HINCRBY', KEYS[1], 'finished_tiles', ARGV[2])
+local plan = cjson.decode(redis.call('HGET', KEYS[1], 'plan'))
+if finished >= plan['total'] then return 1 end
+return 0
+"""
+
+
+class PretileCounters:
+    """What the chunks of a run did, added up in one Redis hash per run."""
+
+    def __init__(self, client: redis.Redis, job_id: str, ttl_s: int) -> None:
+        self.client = client
+        self.key = f"mapsvc:pretile:{job_id}"
+        self.ttl_s = ttl_s
+        self._add = client.register_script(_ADD_CHUNK)
+
+    def start(self, plan: dict[str, Any]) -> None:
+        """Record the plan and the start time (kept when the plan task runs again)."""
+        pipe = self.client.pipeline()
+        pipe.hsetnx(self.key, "plan", json.dumps(plan))
+        pipe.hsetnx(self.key, "started", repr(time.time()))
+        pipe.expire(self.key, self.ttl_s)
+        pipe.expire(f"{self.key}:chunks", self.ttl_s)
+        pipe.execute()
+
+    def attempt(self, chunk: Chunk) -> int:
+        """Count a start of a chunk (a chunk whose worker died is delivered again)."""
+        field = f"attempt:{chunk.z}:{chunk.x0}:{chunk.y0}"
+        attempts: int = self.client.hincrby(self.key, field, 1)
+        return attempts
+
+    def add(self, chunk: Chunk, counts: dict[str, int], error: str | None = None) -> bool:
+        """Add what one chunk did (``rendered``, ``skipped``, ``empty``, ``cancelled``), once.
+
+        A chunk counts once, however often it runs (a chunk whose worker died is delivered
+        again, and a plan whose worker died is sent again): in one atomic step.
+
+        Returns:
+            Whether this chunk completed the run (every tile of the plan accounted for).
+        """
+        fields = [f"{scope}:{name}" for name in counts for scope in (f"z:{chunk.z}", "all")]
+        values = [counts[name] for name in counts for _ in (0, 1)]
+        if error is not None:
+            fields.append(f"z:{chunk.z}:errors")
+            values.append(1)
+        last = self._add(
+            keys=[self.key, f"{self.key}:chunks"],
+            args=[f"{chunk.z}:{chunk.x0}:{chunk.y0}", chunk.size, error or "", *fields, *values],
+        )
+        return bool(last)
+
+    def summary(self) -> dict[str, Any]:
+        """The plan, per-zoom counts, totals and the seconds since the start."""
+        data: dict[str, str] = self.client.hgetall(self.key)  # type: ignore[assignment]
+        plan = json.loads(data["plan"])
+        zooms = []
+        for entry in plan["zooms"]:
+            if not entry["tiled"]:
+                continue
+            z = entry["zoom"]
+            counts = {
+                n: int(data.get(f"z:{z}:{n}", 0))
+                for n in ("rendered", "skipped", "empty", "errors")
+            }
+            zooms.append({"zoom": z, "tiles": entry["tiles"], **counts})
+        done = sum(z["rendered"] + z["skipped"] for z in zooms)
+        return {
+            "plan": plan,
+            "zooms": zooms,
+            "rendered": sum(z["rendered"] for z in zooms),
+            "skipped": sum(z["skipped"] for z in zooms),
+            "empty": sum(z["empty"] for z in zooms),
+            "done": done,
+            "seconds": round(time.time() - float(data["started"]), 3),
+            "first_error": data.get("first_error"),
+        }
+
+    def progress_line(self, z: int) -> tuple[str, float]:
+        """The line after a chunk of zoom ``z``: done/total, tiles per second, ETA; progress."""
+        s = self.summary()
+        zoom = next(item for item in s["zooms"] if item["zoom"] == z)
+        zoom_done = zoom["rendered"] + zoom["skipped"]
+        rate = s["done"] / s["seconds"] if s["seconds"] > 0 else 0.0
+        total = s["plan"]["total"]
+        eta = (total - s["done"]) / rate if rate > 0 else 0.0
+        text = f"Zoom {z}: {zoom_done}/{zoom['tiles']} tiles, {rate:.1f} tiles/s, ETA {eta:.0f}s"
+        return text, (s["done"] / total if total else 1.0)

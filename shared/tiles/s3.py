@@ -1,0 +1,249 @@
+"""Tiles in S3-compatible object storage (``isS3=1``), under the same keys as on disk."""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from shared.errors import UnavailableError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
+
+__all__ = ["S3TileStore"]
+
+logger = logging.getLogger(__name__)
+
+#: DeleteObjects takes at most this many keys a call.
+DELETE_BATCH = 1000
+_MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
+_ACCESS_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+}
+
+
+def _prefix(value: str) -> str:
+    # "tiles", "/tiles/" and "tiles/" all mean keys under "tiles/"; "" means the bucket's root
+    value = value.strip().strip("/")
+    return f"{value}/" if value else ""
+
+
+class S3TileStore:
+    """Tiles as objects ``<prefix><style>/<lang>/<z>/<x>/<y>.png`` in one bucket.
+
+    The bucket is not created: a missing bucket is an ``UnavailableError`` naming it. One
+    boto3 client serves every thread (boto3 clients are thread-safe); it has explicit timeouts
+    and a bounded number of attempts, so a storage outage answers 503 within seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str | None,
+        bucket: str,
+        prefix: str = "",
+        region: str = "us-east-1",
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        addressing_style: Literal["path", "virtual", "auto"] = "path",
+        connect_timeout_s: float = 3.0,
+        read_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        max_pool_connections: int = 32,
+    ) -> None:
+        """Make the client; nothing is sent until the first call.
+
+        Args:
+            endpoint_url: the S3-compatible endpoint (None: AWS's endpoint of ``region``).
+            bucket: the bucket of the tiles; it must exist.
+            prefix: a folder for the keys inside the bucket ("" for the bucket's root).
+            region: the region requests are signed for.
+            access_key_id: the access key; None with the secret: boto3's credential chain
+                (``AWS_*`` variables, ``~/.aws``, an instance role).
+            secret_access_key: the secret key.
+            addressing_style: ``path`` (bucket in the path: MinIO, moto, Ceph) or
+                ``virtual`` (bucket in the host name).
+            connect_timeout_s: time to open a connection.
+            read_timeout_s: time to wait for an answer.
+            max_attempts: attempts of a call, the first one included ("standard" retries).
+            max_pool_connections: connections kept open (one per concurrent thread).
+        """
+        self.bucket = bucket
+        self.prefix = _prefix(prefix)
+        config = Config(
+            region_name=region,
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            max_pool_connections=max_pool_connections,
+            s3={"addressing_style": addressing_style},
+            # checksums only where S3 requires them: other S3-compatible servers refuse
+            # the CRC headers that newer boto3 versions add to every upload
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        # a session of its own: boto3's default session is not safe to share between threads
+        self._client: S3Client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            config=config,
+        )
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def get(self, key: str) -> bytes | None:
+        """The tile stored under ``key``, or None.
+
+        Raises:
+            UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
+        """
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return response["Body"].read()
+        except ClientError as exc:
+            if _is_missing_key(exc):
+                return None
+            raise self._unavailable("reading a tile", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._unavailable("reading a tile", key, exc) from exc
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store a tile in one PutObject: readers see the whole object or none.
+
+        Raises:
+            UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
+        """
+        try:
+            self._client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, ContentType="image/png"
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("storing a tile", key, exc) from exc
+
+    def exists(self, key: str) -> bool:
+        """Whether a tile is stored under ``key`` (a HEAD request).
+
+        Raises:
+            UnavailableError: the storage cannot be reached or refuses access.
+        """
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if _is_missing_key(exc):
+                return False
+            raise self._unavailable("checking a tile", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._unavailable("checking a tile", key, exc) from exc
+        return True
+
+    def drop_style(self, style: str) -> None:
+        """Delete every object under ``<prefix><style>/``, 1000 keys a request.
+
+        Raises:
+            ValueError: ``style`` is empty or has a ``/`` (it would name more than one style).
+            UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
+        """
+        if not style or "/" in style:
+            raise ValueError(f"not a style id: {style!r}")
+        folder = f"{self.prefix}{style}/"
+        batch: list[ObjectIdentifierTypeDef] = []
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=folder, PaginationConfig={"PageSize": DELETE_BATCH}
+            )
+            # the listing goes on from the last key listed, so deleting as we go is safe
+            for page in pages:
+                for item in page.get("Contents", []):
+                    batch.append({"Key": item["Key"]})
+                    if len(batch) == DELETE_BATCH:
+                        self._delete(batch, style)
+                        batch = []
+            if batch:
+                self._delete(batch, style)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable(f"dropping the tiles of {style}", folder, exc) from exc
+
+    def _delete(self, batch: list[ObjectIdentifierTypeDef], style: str) -> None:
+        response = self._client.delete_objects(
+            Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+        )
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            logger.warning("object storage: %d key(s) of %s not deleted", len(errors), style)
+            raise UnavailableError(
+                f"object storage: {len(errors)} tile(s) of {style} could not be deleted "
+                f"({first.get('Code', '?')}: {first.get('Message', '')})",
+                bucket=self.bucket,
+                key=first.get("Key", ""),
+            )
+
+    def _unavailable(self, action: str, key: str, exc: Exception) -> UnavailableError:
+        logger.warning("object storage: %s %s failed: %s", action, key, exc)
+        return UnavailableError(
+            f"object storage: {action} failed: {_reason(exc, self.bucket)}",
+            bucket=self.bucket,
+            key=key,
+        )
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()
+
+    def __enter__(self) -> S3TileStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _is_missing_key(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = error.get("Code", "")
+    return code in _MISSING_KEY_CODES or (status == 404 and code != "NoSuchBucket")
+
+
+def _reason(exc: Exception, bucket: str) -> str:
+    # a message fit for a user: what is wrong, without the endpoint's address
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "?")
+        if code == "NoSuchBucket":
+            return f"the bucket {bucket!r} does not exist (create it first)"
+        if code in _ACCESS_CODES:
+            return f"access refused ({code}): check MAPSVC_S3_ACCESS_KEY_ID and the secret"
+        return f"{code}: {error.get('Message', '')}".rstrip(": ")
+    if isinstance(exc, ReadTimeoutError):
+        return "the storage did not answer in time"
+    if isinstance(exc, BotoConnectionError | ConnectionClosedError):
+        return "cannot connect to the storage endpoint (MAPSVC_S3_ENDPOINT_URL)"
+    if isinstance(exc, NoCredentialsError):
+        return "no credentials (set MAPSVC_S3_ACCESS_KEY_ID and MAPSVC_S3_SECRET_ACCESS_KEY)"
+    return type(exc).__name__

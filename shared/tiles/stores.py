@@ -1,0 +1,82 @@
+"""The tile caches of a process, built from its settings (the API and the workers alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+
+from shared.errors import UnavailableError
+from shared.settings import Settings
+from shared.tiles.s3 import S3TileStore
+from shared.tiles.store import FileTileStore, TileStore
+
+__all__ = ["TileStores", "s3_store", "tile_stores"]
+
+
+@dataclass(frozen=True)
+class TileStores:
+    """The file cache, and the object storage cache when it is configured."""
+
+    file: FileTileStore
+    s3: S3TileStore | None
+
+    def all(self) -> list[TileStore]:
+        """Every configured store (a rebuilt style is dropped from each)."""
+        return [self.file] if self.s3 is None else [self.file, self.s3]
+
+    def close(self) -> None:
+        """Close the object storage client."""
+        if self.s3 is not None:
+            self.s3.close()
+
+    def __enter__(self) -> TileStores:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def s3_store(settings: Settings) -> S3TileStore:
+    """The object storage cache the settings name; no request is sent.
+
+    Args:
+        settings: the ``s3_*`` settings; object storage is configured when
+            ``s3_endpoint_url`` is set.
+
+    Returns:
+        A new store with a client of its own; close it when done.
+
+    Raises:
+        UnavailableError: object storage is not configured.
+    """
+    if settings.s3_endpoint_url is None:
+        raise UnavailableError("object storage is not configured (MAPSVC_S3_* settings)")
+    key_id, secret = settings.s3_access_key_id, settings.s3_secret_access_key
+    return S3TileStore(
+        endpoint_url=settings.s3_endpoint_url,
+        bucket=settings.s3_bucket,
+        prefix=settings.s3_prefix,
+        region=settings.s3_region,
+        access_key_id=key_id.get_secret_value() if key_id is not None else None,
+        secret_access_key=secret.get_secret_value() if secret is not None else None,
+        addressing_style=settings.s3_addressing_style,
+    )
+
+
+def tile_stores(settings: Settings) -> TileStores:
+    """The tile caches the settings name; no request is sent.
+
+    Args:
+        settings: ``work_dir`` for the file cache; the ``s3_*`` settings for object storage,
+            configured when ``s3_endpoint_url`` is set.
+
+    Returns:
+        The stores; close them (or use them as a context manager) when done.
+    """
+    s3 = s3_store(settings) if settings.s3_endpoint_url is not None else None
+    return TileStores(file=FileTileStore(settings.work_dir / "map" / "rtile"), s3=s3)
