@@ -73,7 +73,8 @@ def test_dryrun_plans_under_the_cap(
     # the first zoom is tiled whole even above the cap; the next one does not fit
     big = client.get(f"/api-user/gis-layer-pretile/{world}?dryrun=1&minzoom=9&maxzoom=11").json()
     assert [(z["zoom"], z["tiled"]) for z in big["zooms"]] == [(9, True), (10, False)]
-    assert big["total"] == 262144 and big["cut"] == [10]
+    assert big["total"] == 262144
+    assert big["cut"] == [10]
 
 
 def test_pretile_renders_every_planned_tile_then_skips_them(
@@ -93,16 +94,20 @@ def test_pretile_renders_every_planned_tile_then_skips_them(
         (9, 20, 20, 0),
         (10, 56, 56, 0),
     ]
-    assert result["rendered"] == 82 and result["skipped"] == 0
+    assert result["rendered"] == 82
+    assert result["skipped"] == 0
     assert 0 < result["empty"] < 82  # tiles in the scene's box but beside its rotated edges
     assert result["seconds"] > 0
     assert stored_tiles(settings, scene) == expected
     lines = job_lines(rdb, r.headers["x-job-id"])
     assert lines[-1] == "Finish:success"
     progress = [
-        l for l in lines if re.match(r"Zoom 10: \d+/56 tiles, [\d.]+ tiles/s, ETA \d+s \d+ms$", l)
+        line
+        for line in lines
+        if re.match(r"Zoom 10: \d+/56 tiles, [\d.]+ tiles/s, ETA \d+s \d+ms$", line)
     ]
-    assert progress and progress[-1].startswith("Zoom 10: 56/56 tiles")
+    assert progress
+    assert progress[-1].startswith("Zoom 10: 56/56 tiles")
     again = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=11").json()
     assert (again["rendered"], again["skipped"]) == (0, 82)
     fresh = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=11&nocache=1").json()
@@ -118,7 +123,9 @@ def test_pretile_can_be_cancelled(
 ) -> None:
     job = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=14&async=1").json()
     deadline = time.monotonic() + 60
-    while not any(l.startswith("Zoom 1") and "tiles/s" in l for l in job_lines(rdb, job["id"])):
+    while not any(
+        line.startswith("Zoom 1") and "tiles/s" in line for line in job_lines(rdb, job["id"])
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert client.delete(f"/api-user/jobs/{job['id']}").status_code == 202
@@ -137,7 +144,7 @@ def test_a_killed_worker_process_loses_no_tile(
 ) -> None:
     job = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=13&async=1").json()
     deadline = time.monotonic() + 60
-    while not any("tiles/s" in l for l in job_lines(rdb, job["id"])):
+    while not any("tiles/s" in line for line in job_lines(rdb, job["id"])):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     children = subprocess.run(
@@ -189,7 +196,8 @@ def test_speed_test_reports_per_zoom(
     r = client.get(f"/api-user/gis-speed-test?layer={scene}")
     assert r.status_code == 200, r.text
     summary = r.json()
-    assert summary["style"] == scene and summary["sample_per_zoom"] == 12
+    assert summary["style"] == scene
+    assert summary["sample_per_zoom"] == 12
     zooms = [z["zoom"] for z in summary["zooms"]]
     assert zooms == list(range(zooms[0], zooms[0] + 6))
     for entry in summary["zooms"]:
@@ -202,7 +210,7 @@ def test_speed_test_reports_per_zoom(
     lines = job_lines(rdb, r.headers["x-job-id"])
     assert lines[-1] == "Finish:success"
     assert json.loads(lines[-2]) == summary
-    per_zoom = [l for l in lines if re.match(r"Zoom \d+: \d+ tiles, cold p50 ", l)]
+    per_zoom = [line for line in lines if re.match(r"Zoom \d+: \d+ tiles, cold p50 ", line)]
     assert len(per_zoom) == 6
 
 
