@@ -7,7 +7,6 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount
@@ -23,6 +22,9 @@ from shared.settings import Settings
 from shared.tiles.pool import RenderPool
 from shared.tiles.service import TileService
 from shared.tiles.stores import tile_stores
+from shared.vector.cache import VectorCache
+from shared.vector.catalog import Catalogue
+from shared.vector.db import make_engine
 
 __all__ = ["create_app"]
 
@@ -44,13 +46,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         state = app.state
         state.redis = sync_client(settings.redis_url)
         state.aredis = async_client(settings.redis_url)
-        state.db = create_async_engine(
-            settings.database_url,
-            pool_pre_ping=True,
-            pool_size=5,
-            max_overflow=5,
-            connect_args={"connect_timeout": 3},
+        state.db = make_engine(settings)
+        state.vector = Catalogue(
+            [name.strip() for name in settings.vector_schemas.split(",") if name.strip()],
+            settings.vector_config,
+            settings.vector_catalog_ttl_s,
         )
+        state.vector_cache = VectorCache(state.aredis, settings.vtile_cache_ttl_s)
         state.celery = make_celery_client(settings)
         state.jobs = JobService(
             settings, JobStore(state.redis, settings), state.aredis, state.celery

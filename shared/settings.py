@@ -49,6 +49,27 @@ class Settings(BaseSettings):
     tile_max_age_s: int = Field(
         default=3600, ge=0, description="Cache-Control max-age of tile responses"
     )
+    vector_schemas: str = Field(
+        default="public", description="Comma-separated schemas whose geometry tables are layers"
+    )
+    vector_config: Path | None = Field(
+        default=None, description="JSON file of layer aliases, zooms and named queries"
+    )
+    vector_catalog_ttl_s: int = Field(
+        default=60, ge=0, description="How long the catalogue of vector layers is kept"
+    )
+    vector_statement_timeout_ms: int = Field(
+        default=10000, ge=100, description="PostgreSQL statement timeout of API queries"
+    )
+    geojson_max_features: int = Field(
+        default=10000, ge=1, description="Default and largest `limit` of a GeoJSON answer"
+    )
+    vtile_max_features: int = Field(
+        default=20000, ge=1, description="Most features in one vector tile"
+    )
+    vtile_cache_ttl_s: int = Field(
+        default=3600, ge=0, description="How long vector tiles and GeoJSON answers are cached"
+    )
     job_wait_s: float = Field(
         default=10.0, ge=0, description="How long a heavy endpoint waits before answering 202"
     )

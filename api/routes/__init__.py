@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from api.routes import jobs, pdf, raster, system, tiles
+from api.routes import jobs, pdf, raster, system, tiles, vector
 
 __all__ = ["ROUTES"]
 
-ROUTES: list[BaseRoute] = [*system.ROUTES, *jobs.ROUTES, *raster.ROUTES, *tiles.ROUTES, *pdf.ROUTES]
+ROUTES: list[BaseRoute] = [
+    *system.ROUTES,
+    *jobs.ROUTES,
+    *raster.ROUTES,
+    *tiles.ROUTES,
+    *vector.ROUTES,
+    *pdf.ROUTES,
+]

@@ -1,0 +1,188 @@
+"""Vector data: GeoJSON (spec 4.8), the layer's TileJSON (4.9) and its vector tiles."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from api.jobs import api_prefix
+from api.params import flag, int_param
+from shared.settings import Settings
+from shared.tiles.grid import parse_tile
+from shared.vector.cache import VectorCache
+from shared.vector.catalog import Catalogue, VectorLayer
+from shared.vector.features import open_geojson
+from shared.vector.query import (
+    LayerQuery,
+    check_geometry_type,
+    parse_extent,
+    parse_filter,
+    parse_names,
+)
+from shared.vector.tiles import tilejson, vector_tile
+
+__all__ = ["ROUTES"]
+
+MVT = "application/vnd.mapbox-vector-tile"
+_CACHE_LIMIT = 8 * 1024 * 1024  # larger GeoJSON answers are streamed, not cached
+
+
+async def _layer(request: Request, refresh: bool = False) -> VectorLayer:
+    catalogue: Catalogue = request.app.state.vector
+    return await catalogue.layer(
+        request.app.state.db, request.path_params["layer"], refresh=refresh
+    )
+
+
+def _layer_query(request: Request, layer: VectorLayer) -> LayerQuery:
+    q = request.query_params
+    ids = q.get("id")
+    return LayerQuery(
+        filters=parse_filter(q.get("filter"), layer),
+        props=parse_names(q.get("props"), layer, "props"),
+        extent=parse_extent(q.get("extent")),
+        ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
+        geometry_type=check_geometry_type(q.get("type")),
+        named_query=q.get("sql"),
+    )
+
+
+async def get_geojson(request: Request) -> Response:
+    """Features of a layer as a GeoJSON FeatureCollection, built in PostGIS and streamed."""
+    settings: Settings = request.app.state.settings
+    refresh = flag(request, "nocache") or flag(request, "reload")
+    layer = await _layer(request, refresh=flag(request, "reload"))
+    query = _layer_query(request, layer)
+    srid = int_param(request, "srid", 4326, 1, 2**31 - 1)
+    limit = int_param(
+        request, "limit", settings.geojson_max_features, 1, settings.geojson_max_features
+    )
+    offset = int_param(request, "offset", 0, 0, 2**31 - 1)
+    with_geometry, debug = request.query_params.get("geom", "1") != "0", flag(request, "debug")
+    cache: VectorCache = request.app.state.vector_cache
+    key = cache.key(
+        "geojson",
+        layer,
+        await cache.version(request.app.state.db, layer),
+        {"q": sorted(request.query_params.multi_items())},
+    )
+    if not refresh and not debug and (hit := await cache.get(key)) is not None:
+        return Response(hit, media_type="application/geo+json", headers={"X-Cache": "HIT"})
+    page = await open_geojson(
+        request.app.state.db,
+        layer,
+        query,
+        srid=srid,
+        with_geometry=with_geometry,
+        limit=limit,
+        offset=offset,
+        timeout_ms=settings.vector_statement_timeout_ms,
+    )
+    links = [{"rel": "self", "href": str(request.url)}]
+    if offset + limit < page.number_matched:
+        links.append(
+            {
+                "rel": "next",
+                "href": str(request.url.include_query_params(offset=offset + limit, limit=limit)),
+            }
+        )
+    if offset > 0:
+        links.append(
+            {
+                "rel": "prev",
+                "href": str(
+                    request.url.include_query_params(offset=max(0, offset - limit), limit=limit)
+                ),
+            }
+        )
+    head = {"name": layer.id, "numberMatched": page.number_matched}
+
+    async def body() -> AsyncIterator[bytes]:
+        kept: list[bytes] | None = [] if not debug else None
+        size = 0
+        async for chunk in page.body(head, {"links": links}, debug=debug):
+            data = chunk.encode()
+            size += len(data)
+            if kept is not None and size <= _CACHE_LIMIT:
+                kept.append(data)
+            else:
+                kept = None
+            yield data
+        if kept is not None:
+            await cache.put(key, b"".join(kept))
+
+    return StreamingResponse(body(), media_type="application/geo+json", headers={"X-Cache": "MISS"})
+
+
+async def get_datasource(request: Request) -> JSONResponse:
+    """The layer as TileJSON 3.0.0 (spec 2.5), its ``tiles`` the vector tile endpoint."""
+    layer = await _layer(request, refresh=flag(request, "nocache"))
+    base = f"{request.url.scheme}://{request.url.netloc}{api_prefix(request)}"
+    return JSONResponse(tilejson(layer, f"{base}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"))
+
+
+async def get_vtile(request: Request) -> Response:
+    """A Mapbox Vector Tile of the layer; 204 when no feature falls in it."""
+    settings: Settings = request.app.state.settings
+    p = request.path_params
+    tile = parse_tile(p["z"], p["x"], p["y"])
+    layer = await _layer(request)
+    query = _layer_query(request, layer)
+    cache: VectorCache = request.app.state.vector_cache
+    key = cache.key(
+        "mvt",
+        layer,
+        await cache.version(request.app.state.db, layer),
+        {"tile": [tile.z, tile.x, tile.y], "q": _tile_query(request)},
+    )
+    data = None if flag(request, "nocache") else await cache.get(key)
+    status = "HIT" if data is not None else "MISS"
+    if data is None:
+        data = await vector_tile(
+            request.app.state.db,
+            layer,
+            query,
+            tile,
+            max_features=settings.vtile_max_features,
+            timeout_ms=settings.vector_statement_timeout_ms,
+        )
+        if not flag(request, "nocache"):
+            await cache.put(key, data)
+    headers = {
+        "X-Cache": status,
+        "Cache-Control": f"public, max-age={settings.vtile_cache_ttl_s}",
+        "Vary": "Accept-Encoding",
+    }
+    if not data:
+        return Response(status_code=204, headers=headers)
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(
+            gzip.compress(data, 5), media_type=MVT, headers={**headers, "Content-Encoding": "gzip"}
+        )
+    return Response(data, media_type=MVT, headers=headers)
+
+
+def _tile_query(request: Request) -> list[tuple[str, str]]:
+    keep = {"props", "filter", "extent", "id", "type", "sql"}
+    return sorted((k, v) for k, v in request.query_params.multi_items() if k in keep)
+
+
+async def delete_vtile_cache(request: Request) -> JSONResponse:
+    """Drop every cached tile and GeoJSON answer of a layer (an admin call)."""
+    layer = await _layer(request, refresh=True)
+    cache: VectorCache = request.app.state.vector_cache
+    return JSONResponse({"layer": layer.id, "epoch": await cache.drop(layer)})
+
+
+ROUTES = [
+    Route("/geojson/{layer}", get_geojson, methods=["GET"], name="get_geojson"),
+    Route("/gis-datasource/{layer}", get_datasource, methods=["GET"], name="get_datasource"),
+    Route("/vtile/{layer}/{z}/{x}/{y}.pbf", get_vtile, methods=["GET"], name="get_vtile"),
+    Route(
+        "/vtile/{layer}/cache", delete_vtile_cache, methods=["DELETE"], name="delete_vtile_cache"
+    ),
+]

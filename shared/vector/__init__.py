@@ -1,0 +1,1 @@
+"""Vector data from PostGIS: the layer catalogue, GeoJSON, TileJSON and vector tiles."""

@@ -1,0 +1,67 @@
+"""Answers of vector layers (tiles, GeoJSON) cached in Redis, dropped when the data changes.
+
+A key holds the layer's data version: the table's insert/update/delete counters from
+PostgreSQL's statistics (they move a moment after a write commits), and an epoch that
+:meth:`VectorCache.drop` advances (the admin call, and the only way for a view's data).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from shared.vector.catalog import VectorLayer
+
+__all__ = ["VectorCache"]
+
+_VERSION_SQL = text(
+    """
+    SELECT coalesce(n_tup_ins, 0) || '.' || coalesce(n_tup_upd, 0) || '.' || coalesce(n_tup_del, 0)
+    FROM pg_stat_user_tables WHERE schemaname = :schema AND relname = :table
+    """
+)
+
+
+class VectorCache:
+    """Cached answers of vector layers."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+
+    async def version(self, engine: AsyncEngine, layer: VectorLayer) -> str:
+        """The layer's data version (changes when its rows change, or on :meth:`drop`)."""
+        epoch = str(await self.client.get(f"mapsvc:vector:epoch:{layer.id}") or "0")
+        if layer.is_view:
+            return f"view.{epoch}"
+        async with engine.connect() as conn:
+            stats = (
+                await conn.execute(_VERSION_SQL, {"schema": layer.schema, "table": layer.table})
+            ).scalar()
+        return f"{stats}.{epoch}"
+
+    def key(self, kind: str, layer: VectorLayer, version: str, request: dict[str, Any]) -> str:
+        """The key of one answer."""
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode())
+        return f"mapsvc:vector:{kind}:{layer.id}:{version}:{digest.hexdigest()[:32]}"
+
+    async def get(self, key: str) -> bytes | None:
+        """A cached answer."""
+        value = await self.client.get(key)
+        return None if value is None else base64.b64decode(value)
+
+    async def put(self, key: str, data: bytes) -> None:
+        """Keep an answer for the TTL."""
+        if self.ttl_s > 0:
+            await self.client.set(key, base64.b64encode(data).decode(), ex=self.ttl_s)
+
+    async def drop(self, layer: VectorLayer) -> int:
+        """Forget every cached answer of a layer; returns the layer's new epoch."""
+        epoch: int = await self.client.incr(f"mapsvc:vector:epoch:{layer.id}")
+        return epoch

@@ -1,0 +1,160 @@
+"""GeoJSON of a layer, built inside PostGIS feature by feature and streamed (spec 4.8).
+
+The count (``numberMatched``) runs first and the feature query is under way before the first
+byte is sent, so a bad value or a timeout still gets its own status; then each feature comes
+from the database as JSON text and is passed on as it arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from shared.errors import InvalidInputError, MapsvcError, UnavailableError, UnprocessableError
+from shared.vector.catalog import VectorLayer, ident
+from shared.vector.query import LayerQuery, where_sql
+
+__all__ = ["GeoJsonPage", "check_srid", "db_error", "open_geojson"]
+
+log = logging.getLogger(__name__)
+
+_BATCH = 500
+#: invalid text representation, numeric out of range, bad date/time formats and values
+_BAD_VALUE = {"22P02", "22003", "22007", "22008"}
+
+
+def db_error(exc: DBAPIError, timeout_ms: int) -> MapsvcError:
+    """The domain error of a database error caused by a request (or by a slow query)."""
+    state = getattr(exc.orig, "sqlstate", None) or ""
+    if state == "57014":
+        return UnavailableError(
+            f"the query ran past the statement timeout ({timeout_ms} ms); narrow it "
+            "(extent, filter, limit) or try again later"
+        )
+    message = str(exc.orig).splitlines()[0] if exc.orig else state
+    if state in _BAD_VALUE:  # a value of the request does not fit its column
+        return InvalidInputError(f"a value does not fit its field: {message}")
+    if state.startswith("22"):  # a data exception in the layer itself (a broken view)
+        return UnprocessableError(f"the layer's data cannot be read: {message}")
+    log.error("vector query failed: %s", exc.orig)
+    return UnavailableError("the database could not answer the query")
+
+
+async def check_srid(conn: AsyncConnection, srid: int) -> None:
+    """Refuse an SRID that PostGIS does not know."""
+    known = (
+        await conn.execute(
+            text("SELECT EXISTS (SELECT 1 FROM spatial_ref_sys WHERE srid = :srid)"), {"srid": srid}
+        )
+    ).scalar()
+    if not known:
+        raise InvalidInputError(f"srid {srid} is not known to PostGIS", parameter="srid")
+
+
+@dataclass
+class GeoJsonPage:
+    """A page of features being read: the count, the SQL, then the features as they come."""
+
+    number_matched: int
+    sql: str
+    params: dict[str, Any]
+    conn: AsyncConnection
+    first: list[str]
+    result: Any
+    started: float
+    number_returned: int = 0
+
+    async def features(self) -> AsyncIterator[str]:
+        """Each feature's JSON text; the connection is released at the end."""
+        try:
+            batch = self.first
+            while batch:
+                for feature in batch:
+                    self.number_returned += 1
+                    yield feature
+                batch = [row[0] for row in await self.result.fetchmany(_BATCH)]
+        finally:
+            await self.result.close()
+            await self.conn.close()
+
+    async def body(
+        self, head: dict[str, Any], tail: dict[str, Any], *, debug: bool = False
+    ) -> AsyncIterator[str]:
+        """The FeatureCollection: ``head`` keys, the features, then ``tail`` keys and the count.
+
+        With ``debug``, a ``debug`` member holds the SQL and the milliseconds it took.
+        """
+        opening = json.dumps({"type": "FeatureCollection", **head})[:-1]
+        yield opening + ', "features": ['
+        separator = ""
+        async for feature in self.features():
+            yield separator + feature
+            separator = ","
+        closing = {**tail, "numberReturned": self.number_returned}
+        if debug:
+            ms = int((time.monotonic() - self.started) * 1000)
+            closing["debug"] = {"sql": self.sql, "ms": ms}
+        yield "], " + json.dumps(closing)[1:]
+
+
+async def open_geojson(
+    engine: AsyncEngine,
+    layer: VectorLayer,
+    query: LayerQuery,
+    *,
+    srid: int,
+    with_geometry: bool,
+    limit: int,
+    offset: int,
+    timeout_ms: int,
+) -> GeoJsonPage:
+    """Count the matching features and start reading a page of them.
+
+    Raises:
+        InvalidInputError: an unknown SRID, or a value that does not fit its field.
+        UnavailableError: the statement timeout passed.
+    """
+    where, params = where_sql(layer, query)
+    relation, geom = layer.relation, f"t.{ident(layer.geometry_column)}"
+    if with_geometry:
+        shape = geom if srid == layer.srid else f"ST_Transform({geom}, {int(srid)})"
+        geometry = f"ST_AsGeoJSON({shape}, 9)::json"
+    else:
+        geometry = "NULL::json"
+    names = query.props if query.props is not None else tuple(layer.fields)
+    columns = ", ".join(f"t.{ident(n)}" for n in names) or "NULL AS none"
+    properties = f"(SELECT to_jsonb(p) FROM (SELECT {columns}) p)" if names else "'{}'::jsonb"
+    key = f"t.{ident(layer.primary_key)}" if layer.primary_key else "NULL"
+    # a stable order for paging: the key, else the row's place (a view has neither)
+    order = key if layer.primary_key else ("" if layer.is_view else "t.ctid")
+    sql = (
+        f"SELECT json_build_object('type', 'Feature', 'id', {key}, 'geometry', {geometry}, "
+        f"'properties', {properties})::text FROM {relation} t WHERE {where} "
+        + (f"ORDER BY {order} " if order else "")
+        + "LIMIT :limit OFFSET :offset"
+    )
+    conn = await engine.connect()
+    try:
+        if with_geometry:
+            await check_srid(conn, srid)
+        count_sql = text(f"SELECT count(*) FROM {relation} t WHERE {where}")
+        matched = int((await conn.execute(count_sql, params)).scalar() or 0)
+        page_params = {**params, "limit": limit, "offset": offset}
+        started = time.monotonic()
+        result = await conn.stream(text(sql), page_params)
+        first = [row[0] for row in await result.fetchmany(_BATCH)]
+    except DBAPIError as exc:
+        await conn.close()
+        raise db_error(exc, timeout_ms) from exc
+    except BaseException:
+        await conn.close()
+        raise
+    return GeoJsonPage(matched, sql, page_params, conn, first, result, started)
