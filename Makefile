@@ -40,6 +40,7 @@ bench: setup
 	bash deploy/services.sh --test-tools
 	$(BIN)/python -m tests.bench.bench_raster
 	$(BIN)/python -m tests.bench.bench_tiles
+	$(BIN)/python -m tests.bench.bench_vector
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -17,6 +17,9 @@ from api.middleware import RequestIdMiddleware
 from api.routes import ROUTES
 from shared.convert.client import convert_client
 from shared.jobs import JobStore
+from shared.providers.dem import DemCatalog
+from shared.providers.proxy import ProxyPolicy, make_proxy_client
+from shared.providers.upstream import Upstream, make_http_client
 from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
 from shared.tiles.pool import RenderPool
@@ -64,9 +67,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         state.tile_stores = tile_stores(settings)
         state.file_tiles = state.tile_stores.file
         state.s3_tiles = state.tile_stores.s3  # None when MAPSVC_S3_ENDPOINT_URL is unset
+        state.http = make_http_client(settings)  # the one provider client of the process
+        state.upstream = Upstream.from_settings(state.http, state.aredis, settings)
+        state.dem = DemCatalog(settings.work_dir / "map" / "dem")  # local elevation (height)
+        state.proxy_http = make_proxy_client(settings)  # gis-url-proxy: guarded connections
+        state.proxy_policy = ProxyPolicy.from_settings(settings)
         try:
             yield
         finally:
+            await state.http.aclose()
+            state.dem.close()
+            await state.proxy_http.aclose()
             state.render_pool.close()
             state.tile_stores.close()
             if state.convert is not None:

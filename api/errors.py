@@ -14,12 +14,18 @@ from starlette.responses import JSONResponse, Response
 
 from shared.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     JobCancelledError,
     MapsvcError,
     NotFoundError,
     UnavailableError,
     UnprocessableError,
+    UpstreamBadAnswerError,
+    UpstreamConnectTimeoutError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    UpstreamUnreachableError,
 )
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
@@ -34,6 +40,13 @@ STATUS: dict[type[MapsvcError], int] = {
     JobCancelledError: 409,
     UnprocessableError: 422,
     UnavailableError: 503,
+    ForbiddenError: 403,
+    # provider failures: 502 and the custom 52x codes (README "Provider errors")
+    UpstreamError: 502,
+    UpstreamBadAnswerError: 520,
+    UpstreamUnreachableError: 521,
+    UpstreamConnectTimeoutError: 522,
+    UpstreamTimeoutError: 524,
 }
 
 _HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}

@@ -5,7 +5,14 @@ MapsvcError                 code "internal"
 ├── NotFoundError           "not-found"          what the request names does not exist
 ├── ConflictError           "conflict"           the request clashes with current state
 ├── UnprocessableError      "unprocessable"      well-formed, but the data cannot be used
+├── ForbiddenError          "forbidden"          the request is refused (a proxy target, say)
 ├── UnavailableError        "unavailable"        a service we depend on is down
+│   └── ProviderNotConfiguredError "not-configured"  no provider is set up for the request
+├── UpstreamError           "upstream-error"     an external provider failed (5xx, too large)
+│   ├── UpstreamBadAnswerError    "upstream-bad-answer"      malformed or unexpected answer
+│   ├── UpstreamUnreachableError  "upstream-unreachable"     refused connection, DNS failure
+│   ├── UpstreamConnectTimeoutError "upstream-connect-timeout" no connection in time
+│   └── UpstreamTimeoutError      "upstream-timeout"         no answer in time
 └── JobCancelledError       "cancelled"          a job was cancelled while it ran
 """
 
@@ -15,12 +22,19 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ConflictError",
+    "ForbiddenError",
     "InvalidInputError",
     "JobCancelledError",
     "MapsvcError",
     "NotFoundError",
+    "ProviderNotConfiguredError",
     "UnavailableError",
     "UnprocessableError",
+    "UpstreamBadAnswerError",
+    "UpstreamConnectTimeoutError",
+    "UpstreamError",
+    "UpstreamTimeoutError",
+    "UpstreamUnreachableError",
     "error_from_code",
 ]
 
@@ -72,6 +86,48 @@ class UnavailableError(MapsvcError):
     """A service the request needs (Redis, PostgreSQL, a worker) cannot be reached."""
 
     code = "unavailable"
+
+
+class ForbiddenError(MapsvcError):
+    """The request is understood but refused (a proxy target that is not allowed, say)."""
+
+    code = "forbidden"
+
+
+class ProviderNotConfiguredError(UnavailableError):
+    """No external provider is configured for what the request needs."""
+
+    code = "not-configured"
+
+
+class UpstreamError(MapsvcError):
+    """An external provider failed: it answered 5xx, or more than the service accepts."""
+
+    code = "upstream-error"
+
+
+class UpstreamBadAnswerError(UpstreamError):
+    """The provider's answer is malformed (not JSON, not its documented shape) or reset."""
+
+    code = "upstream-bad-answer"
+
+
+class UpstreamUnreachableError(UpstreamError):
+    """The provider cannot be reached: its name does not resolve or it refuses connections."""
+
+    code = "upstream-unreachable"
+
+
+class UpstreamConnectTimeoutError(UpstreamError):
+    """No connection to the provider could be made in time."""
+
+    code = "upstream-connect-timeout"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The provider accepted the connection but did not answer in time."""
+
+    code = "upstream-timeout"
 
 
 class JobCancelledError(MapsvcError):

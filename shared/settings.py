@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = ["Settings", "WORK_SUBDIRS"]
 
 #: Folders of the work dir (spec section 1), created on start.
-WORK_SUBDIRS = ("map/raster", "map/rtile", "map/mapnik")
+WORK_SUBDIRS = ("map/raster", "map/rtile", "map/mapnik", "map/dem")  # dem: local elevation
 
 
 class Settings(BaseSettings):
@@ -129,6 +129,103 @@ class Settings(BaseSettings):
     s3_addressing_style: Literal["path", "virtual", "auto"] = Field(
         default="path", description="Bucket in the URL path (MinIO, moto) or in the host name"
     )
+    # External providers (spec 2.7–2.10, 4.10–4.16): one group of fields per provider.
+    # A provider is configured when its URL is set (and its key, where it needs one).
+    provider_connect_timeout_s: float = Field(
+        default=3.0, gt=0, description="Connect timeout of provider calls"
+    )
+    provider_timeout_s: float = Field(
+        default=10.0, gt=0, description="Read/write timeout of provider calls"
+    )
+    provider_max_connections: int = Field(
+        default=100, ge=1, description="Most open connections of the provider client"
+    )
+    provider_retries: int = Field(
+        default=2, ge=0, le=5, description="Retries of a GET on connect errors and 5xx"
+    )
+    provider_backoff_s: float = Field(
+        default=0.2, ge=0, description="First retry delay; doubled on each retry"
+    )
+    provider_rate_wait_s: float = Field(
+        default=10.0, gt=0, description="Longest wait for a provider's rate-limit slot"
+    )
+    geocode_provider: Literal["nominatim", "photon"] = Field(
+        default="nominatim", description="Provider of `geocode`"
+    )
+    reverse_a_provider: Literal["here", "nominatim", "photon"] = Field(
+        default="here", description="Provider of `geocoder_a` of `reverse-geocode`"
+    )
+    reverse_b_provider: Literal["mapbox", "nominatim", "photon"] = Field(
+        default="mapbox", description="Provider of `map` of `reverse-geocode`"
+    )
+    nominatim_url: str | None = Field(default=None, description="Nominatim base URL")
+    nominatim_cache_ttl_s: int = Field(default=86400, ge=1, description="Nominatim cache TTL")
+    nominatim_rate_per_s: float = Field(default=1.0, gt=0, description="Nominatim rate limit")
+    photon_url: str | None = Field(default=None, description="Photon base URL")
+    photon_cache_ttl_s: int = Field(default=86400, ge=1, description="Photon cache TTL")
+    photon_rate_per_s: float = Field(default=5.0, gt=0, description="Photon rate limit")
+    here_url: str | None = Field(
+        default="https://revgeocode.search.hereapi.com", description="HERE revgeocode base URL"
+    )
+    here_api_key: SecretStr | None = Field(default=None, description="HERE API key")
+    here_cache_ttl_s: int = Field(default=86400, ge=1, description="HERE cache TTL")
+    here_rate_per_s: float = Field(default=5.0, gt=0, description="HERE rate limit")
+    mapbox_url: str | None = Field(
+        default="https://api.mapbox.com", description="Mapbox geocoding base URL"
+    )
+    mapbox_api_key: SecretStr | None = Field(default=None, description="Mapbox access token")
+    mapbox_cache_ttl_s: int = Field(default=86400, ge=1, description="Mapbox cache TTL")
+    mapbox_rate_per_s: float = Field(default=10.0, gt=0, description="Mapbox rate limit")
+    route_provider: Literal["osrm", "valhalla"] = Field(
+        default="osrm", description="Provider of `map-route`"
+    )
+    osrm_url: str | None = Field(default=None, description="OSRM base URL")
+    osrm_cache_ttl_s: int = Field(default=3600, ge=1, description="OSRM cache TTL")
+    osrm_rate_per_s: float = Field(default=5.0, gt=0, description="OSRM rate limit")
+    valhalla_url: str | None = Field(default=None, description="Valhalla base URL")
+    valhalla_cache_ttl_s: int = Field(default=3600, ge=1, description="Valhalla cache TTL")
+    valhalla_rate_per_s: float = Field(default=5.0, gt=0, description="Valhalla rate limit")
+    owm_url: str | None = Field(
+        default="https://api.openweathermap.org", description="OpenWeatherMap base URL"
+    )
+    owm_api_key: SecretStr | None = Field(default=None, description="OpenWeatherMap API key")
+    owm_cache_ttl_s: int = Field(default=600, ge=1, description="OpenWeatherMap cache TTL")
+    owm_rate_per_s: float = Field(default=1.0, gt=0, description="OpenWeatherMap rate limit")
+    height_source: Literal["dem", "opentopodata", "dem+opentopodata"] = Field(
+        default="dem", description="Elevation source of `height`"
+    )
+    opentopodata_url: str | None = Field(default=None, description="Open Topo Data base URL")
+    opentopodata_dataset: str = Field(
+        default="srtm90m", pattern=r"^[A-Za-z0-9_,-]+$", description="Open Topo Data dataset"
+    )
+    opentopodata_cache_ttl_s: int = Field(default=86400, ge=1, description="Cache TTL")
+    opentopodata_rate_per_s: float = Field(default=1.0, gt=0, description="Rate limit")
+    dzk_source: Literal["local", "kadastr", "local+kadastr"] = Field(
+        default="local", description="Parcel source of `dzk`"
+    )
+    parcels_table: str = Field(
+        default="parcels",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
+        description="PostGIS table of land parcels",
+    )
+    kadastr_url: str | None = Field(default=None, description="kadastr.live base URL")
+    kadastr_cache_ttl_s: int = Field(default=86400, ge=1, description="kadastr.live cache TTL")
+    kadastr_rate_per_s: float = Field(default=2.0, gt=0, description="kadastr.live rate limit")
+    proxy_allow_hosts: str = Field(
+        default="", description="Comma-separated hosts `gis-url-proxy` may fetch (`*.x.org`)"
+    )
+    proxy_trusted_addresses: str = Field(
+        default="", description="Comma-separated `ip:port` exempt from the private-range check"
+    )
+    proxy_max_bytes: int = Field(
+        default=20 * 1024 * 1024, ge=1024, description="Largest body `gis-url-proxy` relays"
+    )
+    proxy_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest time of one proxied fetch"
+    )
+    proxy_max_redirects: int = Field(
+        default=5, ge=0, le=20, description="Redirects `gis-url-proxy` follows"
+    )
 
     @field_validator("convert_server_address", "convert_token", mode="before")
     @classmethod
@@ -148,6 +245,25 @@ class Settings(BaseSettings):
     @field_validator("s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", mode="before")
     @classmethod
     def _blank_s3_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator(
+        "nominatim_url",
+        "photon_url",
+        "here_url",
+        "here_api_key",
+        "mapbox_url",
+        "mapbox_api_key",
+        "osrm_url",
+        "valhalla_url",
+        "owm_url",
+        "owm_api_key",
+        "opentopodata_url",
+        "kadastr_url",
+        mode="before",
+    )
+    @classmethod
+    def _blank_provider_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")

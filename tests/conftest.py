@@ -64,7 +64,7 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         work_dir=work_dir,
         database_url=database_url,
         redis_url=REDIS_URL,
-        job_wait_s=8,
+        job_wait_s=60,  # generous: a loaded machine must not turn answers into 202s
         sse_keepalive_s=1,
         _env_file=None,  # type: ignore[call-arg]
     )

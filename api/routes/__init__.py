@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from api.routes import jobs, pdf, raster, system, tiles, vector
+from api.routes import jobs, pdf, providers, raster, system, tiles, vector
 
 __all__ = ["ROUTES"]
 
@@ -15,4 +15,5 @@ ROUTES: list[BaseRoute] = [
     *tiles.ROUTES,
     *vector.ROUTES,
     *pdf.ROUTES,
+    *providers.ROUTES,
 ]

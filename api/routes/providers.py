@@ -1,0 +1,416 @@
+"""Provider endpoints: geocode, reverse-geocode, map-route, weather, height, proxy, dzk.
+
+Spec 2.7–2.10 and 4.10–4.16; the work is in ``shared/providers``, the handlers parse and
+validate the query, pick the configured provider and shape the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from api.errors import status_of
+from api.params import flag, int_param
+from shared import parcels
+from shared.errors import InvalidInputError, MapsvcError, NotFoundError
+from shared.providers import cadastre, elevation, geocoding, proxy, routing, weather
+from shared.providers.config import provider
+from shared.providers.upstream import Upstream
+from shared.settings import Settings
+
+__all__ = ["ROUTES"]
+
+_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _upstream(request: Request) -> Upstream:
+    upstream: Upstream = request.app.state.upstream
+    return upstream
+
+
+def number(request: Request, name: str, lo: float, hi: float) -> float:
+    """A required finite number within ``lo..hi``; a 400 naming the parameter otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or not raw.strip():
+        raise InvalidInputError(f"{name} is required", parameter=name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be a number", parameter=name, value=raw) from None
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise InvalidInputError(f"{name} must be {lo:g}..{hi:g}", parameter=name, value=raw)
+    return value
+
+
+def lang_param(request: Request) -> str:
+    """The ``lang`` parameter (a language tag), or the default language."""
+    lang = request.query_params.get("lang") or _settings(request).default_lang
+    if not _LANG.match(lang):
+        raise InvalidInputError("lang must be a language tag like en or pt-BR", parameter="lang")
+    return lang
+
+
+@dataclass(frozen=True)
+class PointParams:
+    """A point given as ``x`` (longitude) and ``y`` (latitude), EPSG:4326."""
+
+    x: float
+    y: float
+    lang: str
+    refresh: bool
+
+    @classmethod
+    def from_request(cls, request: Request) -> PointParams:
+        """Read ``x``, ``y``, ``lang`` and ``nocache``."""
+        return cls(
+            x=number(request, "x", -180, 180),
+            y=number(request, "y", -90, 90),
+            lang=lang_param(request),
+            refresh=flag(request, "nocache"),
+        )
+
+
+@dataclass(frozen=True)
+class GeocodeParams:
+    """Forward geocoding: the text, language, most results, an optional box."""
+
+    q: str
+    lang: str
+    limit: int
+    bbox: tuple[float, float, float, float] | None
+    refresh: bool
+
+    @classmethod
+    def from_request(cls, request: Request) -> GeocodeParams:
+        """Read ``q``, ``lang``, ``limit`` (1..50, default 10), ``bbox`` and ``nocache``."""
+        q = (request.query_params.get("q") or "").strip()
+        if not q:
+            raise InvalidInputError("q must not be empty", parameter="q")
+        if len(q) > 500:
+            raise InvalidInputError("q is longer than 500 characters", parameter="q")
+        return cls(
+            q=q,
+            lang=lang_param(request),
+            limit=int_param(request, "limit", 10, 1, 50),
+            bbox=_bbox(request.query_params.get("bbox")),
+            refresh=flag(request, "nocache"),
+        )
+
+
+def _bbox(raw: str | None) -> tuple[float, float, float, float] | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        w, s, e, n = (float(v) for v in raw.split(","))
+    except ValueError:
+        raise InvalidInputError(
+            "bbox must be west,south,east,north", parameter="bbox", value=raw
+        ) from None
+    if not (-180 <= w < e <= 180 and -90 <= s < n <= 90):
+        raise InvalidInputError(
+            "bbox must be west,south,east,north within -180..180, -90..90",
+            parameter="bbox",
+            value=raw,
+        )
+    return w, s, e, n
+
+
+async def get_geocode(request: Request) -> JSONResponse:
+    """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, README "geocode")."""
+    params = GeocodeParams.from_request(request)
+    settings = _settings(request)
+    body = await geocoding.forward_geocode(
+        _upstream(request),
+        provider(settings, settings.geocode_provider),
+        params.q,
+        lang=params.lang,
+        limit=params.limit,
+        bbox=params.bbox,
+        refresh=params.refresh,
+    )
+    return JSONResponse(body)
+
+
+def _error_object(error: MapsvcError) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": error.code,
+            "status": status_of(error),
+            "message": error.message,
+            "detail": error.detail,
+        }
+    }
+
+
+async def get_reverse_geocode(request: Request) -> JSONResponse:
+    """Spec 2.7: ``geocoder_a`` and ``map``, asked concurrently; a failed one holds an error."""
+    params = PointParams.from_request(request)
+    settings = _settings(request)
+    upstream = _upstream(request)
+
+    async def key_a() -> dict[str, Any]:
+        return await geocoding.reverse_geocoder_a(
+            upstream,
+            provider(settings, settings.reverse_a_provider),
+            params.x,
+            params.y,
+            lang=params.lang,
+            refresh=params.refresh,
+        )
+
+    async def key_b() -> dict[str, Any]:
+        return await geocoding.reverse_map(
+            upstream,
+            provider(settings, settings.reverse_b_provider),
+            params.x,
+            params.y,
+            lang=params.lang,
+            refresh=params.refresh,
+        )
+
+    answers = await asyncio.gather(key_a(), key_b(), return_exceptions=True)
+    errors = [a for a in answers if isinstance(a, BaseException)]
+    for error in errors:
+        if not isinstance(error, MapsvcError):
+            raise error  # a bug: the usual 500
+    if len(errors) == 2:
+        raise errors[0]  # nothing to answer: the first key's error, with its status
+    body = {
+        key: _error_object(a) if isinstance(a, MapsvcError) else a
+        for key, a in zip(("geocoder_a", "map"), answers, strict=True)
+    }
+    return JSONResponse(body)
+
+
+#: most points of one route
+MAX_ROUTE_POINTS = 25
+
+
+@dataclass(frozen=True)
+class RouteParams:
+    """A route: its points (lon, lat), the profile, whether to add steps and alternatives."""
+
+    points: tuple[tuple[float, float], ...]
+    profile: str
+    steps: bool
+    alternatives: bool
+    refresh: bool
+
+    @classmethod
+    def from_request(cls, request: Request) -> RouteParams:
+        """Read ``points=lon,lat;lon,lat[;…]``, ``profile``, ``steps``, ``alternatives``."""
+        raw = (request.query_params.get("points") or "").strip()
+        pairs = [p for p in raw.split(";") if p.strip()]
+        if len(pairs) < 2:
+            raise InvalidInputError(
+                "points needs at least two lon,lat pairs separated by ';'", parameter="points"
+            )
+        if len(pairs) > MAX_ROUTE_POINTS:
+            raise InvalidInputError(
+                f"points has more than {MAX_ROUTE_POINTS} pairs", parameter="points"
+            )
+        points = []
+        for pair in pairs:
+            try:
+                lon, lat = (float(v) for v in pair.split(","))
+            except ValueError:
+                raise InvalidInputError(
+                    f"{pair!r} is not lon,lat", parameter="points", value=pair
+                ) from None
+            if not (math.isfinite(lon) and math.isfinite(lat)) or abs(lon) > 180 or abs(lat) > 90:
+                raise InvalidInputError(
+                    f"{pair!r} is outside -180..180, -90..90", parameter="points", value=pair
+                )
+            points.append((lon, lat))
+        profile = request.query_params.get("profile") or "car"
+        if profile not in routing.PROFILES:
+            raise InvalidInputError(
+                f"profile must be one of {', '.join(routing.PROFILES)}", parameter="profile"
+            )
+        return cls(
+            points=tuple(points),
+            profile=profile,
+            steps=flag(request, "steps"),
+            alternatives=flag(request, "alternatives"),
+            refresh=flag(request, "nocache"),
+        )
+
+
+async def get_map_route(request: Request) -> JSONResponse:
+    """A route through the points: a GeoJSON Feature (spec 4.12, README "map-route")."""
+    params = RouteParams.from_request(request)
+    settings = _settings(request)
+    name = settings.route_provider
+    find = routing.route if name == "osrm" else routing.valhalla_route
+    body = await find(
+        _upstream(request),
+        provider(settings, name),
+        list(params.points),
+        profile=params.profile,
+        steps=params.steps,
+        alternatives=params.alternatives,
+        refresh=params.refresh,
+    )
+    return JSONResponse(body)
+
+
+async def get_weather(request: Request) -> JSONResponse:
+    """The current weather at a point (spec 2.8, 4.13)."""
+    params = PointParams.from_request(request)
+    body = await weather.current_weather(
+        _upstream(request),
+        provider(_settings(request), "owm"),
+        params.x,
+        params.y,
+        lang=params.lang,
+        refresh=params.refresh,
+    )
+    return JSONResponse(body)
+
+
+@dataclass(frozen=True)
+class HeightParams:
+    """Points of an elevation call: ``x``/``y``, or ``locations=lat,lng|lat,lng…``."""
+
+    points: tuple[tuple[float, float], ...]  # (lon, lat)
+    refresh: bool
+
+    @classmethod
+    def from_request(cls, request: Request) -> HeightParams:
+        """Read ``locations`` (Open Topo Data's form) or ``x`` and ``y``; and ``nocache``."""
+        refresh = flag(request, "nocache")
+        raw = request.query_params.get("locations")
+        if raw is None:
+            x, y = number(request, "x", -180, 180), number(request, "y", -90, 90)
+            return cls(points=((x, y),), refresh=refresh)
+        pairs = [p for p in raw.split("|") if p.strip()]
+        if not pairs or len(pairs) > elevation.MAX_POINTS:
+            raise InvalidInputError(
+                f"locations needs 1..{elevation.MAX_POINTS} lat,lng pairs separated by '|'",
+                parameter="locations",
+            )
+        points = []
+        for pair in pairs:
+            try:
+                lat, lng = (float(v) for v in pair.split(","))
+            except ValueError:
+                raise InvalidInputError(
+                    f"{pair!r} is not lat,lng", parameter="locations", value=pair
+                ) from None
+            if not (math.isfinite(lat) and math.isfinite(lng)) or abs(lat) > 90 or abs(lng) > 180:
+                raise InvalidInputError(
+                    f"{pair!r} is outside -90..90, -180..180", parameter="locations", value=pair
+                )
+            points.append((lng, lat))
+        return cls(points=tuple(points), refresh=refresh)
+
+
+async def get_height(request: Request) -> JSONResponse:
+    """Elevations of points (spec 2.9, 4.14): local DEMs and/or the elevation provider."""
+    params = HeightParams.from_request(request)
+    settings = _settings(request)
+    source = settings.height_source
+    body = await elevation.elevations(
+        list(params.points),
+        source=source,
+        catalog=request.app.state.dem,
+        upstream=_upstream(request),
+        provider=provider(settings, "opentopodata") if source != "dem" else None,
+        dataset=settings.opentopodata_dataset,
+        refresh=params.refresh,
+    )
+    return JSONResponse(body)
+
+
+async def get_url_proxy(request: Request) -> StreamingResponse:
+    """Fetch ``url`` for the client (spec 4.15, README "gis-url-proxy"), streamed."""
+    url = request.query_params.get("url")
+    if not url:
+        raise InvalidInputError("url is required", parameter="url")
+    answer = await proxy.fetch(
+        request.app.state.proxy_http, request.app.state.proxy_policy, url, request.headers
+    )
+    headers = {**answer.headers, "Access-Control-Allow-Origin": "*"}
+    # closing again after the stream is harmless; it frees the connection if it never started
+    return StreamingResponse(
+        answer.body,
+        status_code=answer.status,
+        headers=headers,
+        background=BackgroundTask(answer.aclose),
+    )
+
+
+@dataclass(frozen=True)
+class ParcelParams:
+    """A parcel lookup: by cadastral number, or by a point; the number wins when both come."""
+
+    cadnum: str | None
+    point: tuple[float, float] | None  # lng, lat
+    refresh: bool
+
+    @classmethod
+    def from_request(cls, request: Request) -> ParcelParams:
+        """Read ``cad_num`` (or ``cadNum``), else ``lng`` and ``lat``; and ``nocache``."""
+        refresh = flag(request, "nocache")
+        for name in ("cad_num", "cadNum"):
+            raw = request.query_params.get(name)
+            if raw is not None:
+                return cls(parcels.check_cadnum(raw, name), None, refresh)
+        if "lng" not in request.query_params and "lat" not in request.query_params:
+            raise InvalidInputError("give cad_num, or lng and lat", parameter="cad_num")
+        lng, lat = number(request, "lng", -180, 180), number(request, "lat", -90, 90)
+        return cls(None, (lng, lat), refresh)
+
+
+async def get_parcel(request: Request) -> JSONResponse:
+    """A land parcel by number or point (spec 2.10, 4.16): local table, then the provider."""
+    params = ParcelParams.from_request(request)
+    settings = _settings(request)
+    source = settings.dzk_source
+    found = None
+    if source != "kadastr":
+        engine = request.app.state.db
+        table = settings.parcels_table
+        if params.cadnum is not None:
+            found = await parcels.parcel_by_cadnum(engine, table, params.cadnum)
+        elif params.point is not None:
+            found = await parcels.parcel_at(engine, table, *params.point)
+    if found is None and source != "local":
+        remote = provider(settings, "kadastr")
+        if params.cadnum is not None:
+            found = await cadastre.remote_parcel_by_cadnum(
+                _upstream(request), remote, params.cadnum, refresh=params.refresh
+            )
+        elif params.point is not None:
+            found = await cadastre.remote_parcel_at(
+                _upstream(request), remote, *params.point, refresh=params.refresh
+            )
+    if found is None:
+        what = f"cadastral number {params.cadnum}" if params.cadnum else f"point {params.point}"
+        raise NotFoundError(f"no parcel for {what}", cadnum=params.cadnum)
+    return JSONResponse({"success": True, "result": found})
+
+
+ROUTES = [
+    Route("/geocode", get_geocode, methods=["GET"], name="get_geocode"),
+    Route("/reverse-geocode", get_reverse_geocode, methods=["GET"], name="get_reverse_geocode"),
+    Route("/map-route", get_map_route, methods=["GET"], name="get_map_route"),
+    Route("/weather", get_weather, methods=["GET"], name="get_weather"),
+    Route("/height", get_height, methods=["GET"], name="get_height"),
+    Route("/gis-url-proxy", get_url_proxy, methods=["GET"], name="get_url_proxy"),
+    Route("/dzk", get_parcel, methods=["GET"], name="get_parcel"),
+    Route("/dzk.api", get_parcel, methods=["GET"], name="get_parcel_api"),
+]

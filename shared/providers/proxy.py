@@ -1,0 +1,312 @@
+"""The URL proxy (``gis-url-proxy``): fetch an allowed http(s) URL for a client, safely.
+
+Safe by construction:
+
+- only ``http``/``https`` URLs without user info, whose host is on the allowlist;
+- every connection (the first, each redirect's, each reconnection) goes through
+  :class:`GuardedBackend`, which resolves the host itself, refuses it when *any* of its
+  addresses is not public (private, loopback, link-local with the cloud metadata address,
+  shared, multicast, reserved, unspecified; IPv4-mapped IPv6 too) and connects to the address
+  it checked: a DNS answer that changes between check and connect cannot slip through;
+- redirects are followed by hand, each target checked like the first URL;
+- the body is streamed with a size cap and the whole fetch with a time cap;
+- only a few request headers are sent (never the client's cookies or credentials), and
+  hop-by-hop and credential headers of the answer are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+from httpcore import AsyncNetworkBackend, AsyncNetworkStream
+from httpcore._backends.auto import AutoBackend
+
+from shared.errors import ForbiddenError, InvalidInputError, UpstreamError
+from shared.providers.upstream import USER_AGENT, upstream_error
+from shared.settings import Settings
+
+__all__ = [
+    "GuardedBackend",
+    "ProxiedResponse",
+    "ProxyPolicy",
+    "fetch",
+    "make_proxy_client",
+]
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+}
+_CREDENTIALS = {"set-cookie", "set-cookie2", "cookie", "authorization", "www-authenticate"}
+#: request headers of the client passed on (nothing that identifies or authenticates it)
+_FORWARDED = ("accept", "accept-language", "if-none-match", "if-modified-since", "range")
+_REDIRECTS = {301, 302, 303, 307, 308}
+
+
+@dataclass(frozen=True)
+class ProxyPolicy:
+    """What the proxy may fetch: allowed hosts, trusted addresses, size and time caps."""
+
+    allow_hosts: frozenset[str]
+    trusted: frozenset[tuple[str, int]] = frozenset()
+    max_bytes: int = 20 * 1024 * 1024
+    timeout_s: float = 30.0
+    max_redirects: int = 5
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProxyPolicy:
+        """The policy of ``MAPSVC_PROXY_*``."""
+        trusted = set()
+        for entry in _split(settings.proxy_trusted_addresses):
+            host, _, port = entry.rpartition(":")
+            host = host.strip("[]")
+            try:
+                ipaddress.ip_address(host)  # an address, not a name
+                trusted.add((host, int(port)))
+            except ValueError:
+                raise ValueError(
+                    f"MAPSVC_PROXY_TRUSTED_ADDRESSES: {entry!r} is not <ip>:<port>"
+                ) from None
+        return cls(
+            allow_hosts=frozenset(
+                h.lower().rstrip(".") for h in _split(settings.proxy_allow_hosts)
+            ),
+            trusted=frozenset(trusted),
+            max_bytes=settings.proxy_max_bytes,
+            timeout_s=settings.proxy_timeout_s,
+            max_redirects=settings.proxy_max_redirects,
+        )
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether ``host`` (a name or an address) is on the allowlist (``*.x.org`` too)."""
+        host = host.lower().rstrip(".")
+        if host in self.allow_hosts:
+            return True
+        return any(
+            entry.startswith("*.") and host.endswith(entry[1:]) for entry in self.allow_hosts
+        )
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def address_is_public(address: str) -> bool:
+    """Whether an IP address is one the proxy may connect to."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+
+
+class GuardedBackend(AsyncNetworkBackend):
+    """A network backend that connects only to public addresses (or trusted ``ip:port``)."""
+
+    def __init__(self, trusted: Iterable[tuple[str, int]] = ()) -> None:
+        self._inner = AutoBackend()
+        self._trusted = frozenset(trusted)
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> AsyncNetworkStream:
+        """Resolve ``host``, check every address, connect to a checked one."""
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except socket.gaierror as exc:
+            raise httpcore.ConnectError(f"{host} does not resolve: {exc}") from exc
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        refused = [
+            a for a in addresses if (a, port) not in self._trusted and not address_is_public(a)
+        ]
+        if refused or not addresses:
+            raise ForbiddenError(
+                f"the proxy does not connect to {host}: it resolves to a non-public address",
+                parameter="url",
+                host=host,
+            )
+        return await self._inner.connect_tcp(
+            addresses[0],
+            port,
+            timeout=timeout,
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep (the pool's retries use it)."""
+        await self._inner.sleep(seconds)
+
+
+def make_proxy_client(settings: Settings) -> httpx.AsyncClient:
+    """The client of the proxy: every connection through :class:`GuardedBackend`.
+
+    Args:
+        settings: the proxy settings (trusted addresses, time cap) and connection limits.
+
+    Returns:
+        A client to close with ``aclose()``.
+    """
+    policy = ProxyPolicy.from_settings(settings)
+    transport = httpx.AsyncHTTPTransport(retries=0)
+    # httpx builds its pool without a way to pass a network backend: replace the pool
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=settings.provider_max_connections,
+        max_keepalive_connections=min(20, settings.provider_max_connections),
+        network_backend=GuardedBackend(policy.trusted),
+    )
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=httpx.Timeout(
+            settings.proxy_timeout_s, connect=settings.provider_connect_timeout_s
+        ),
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+@dataclass
+class ProxiedResponse:
+    """The fetched answer: status, the headers passed on, its body as a stream, and a close."""
+
+    status: int
+    headers: dict[str, str]
+    body: AsyncIterator[bytes]
+    aclose: Callable[[], Awaitable[None]]
+
+
+def _check_url(raw: str, policy: ProxyPolicy) -> httpx.URL:
+    try:
+        url = httpx.URL(raw)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise InvalidInputError("url is not a valid URL", parameter="url") from None
+    if url.scheme not in ("http", "https"):
+        raise ForbiddenError(
+            "the proxy fetches http and https URLs only", parameter="url", scheme=url.scheme
+        )
+    if not url.host:
+        raise InvalidInputError("url has no host", parameter="url")
+    if url.userinfo:
+        raise ForbiddenError("the proxy does not send credentials in URLs", parameter="url")
+    if not policy.host_allowed(url.host):
+        raise ForbiddenError(
+            f"host {url.host} is not allowed (MAPSVC_PROXY_ALLOW_HOSTS)",
+            parameter="url",
+            host=url.host,
+        )
+    return url
+
+
+async def fetch(
+    client: httpx.AsyncClient,
+    policy: ProxyPolicy,
+    raw_url: str,
+    request_headers: Mapping[str, str],
+) -> ProxiedResponse:
+    """Fetch ``raw_url`` for a client.
+
+    Args:
+        client: the client of :func:`make_proxy_client`.
+        policy: what may be fetched.
+        raw_url: the URL the client asked for.
+        request_headers: the client's headers (only a few harmless ones are passed on).
+
+    Returns:
+        The answer; its body stream must be consumed or closed.
+
+    Raises:
+        ForbiddenError: the URL, a redirect target or an address is not allowed.
+        UpstreamError: the fetch failed, took too long, or the body is too large.
+    """
+    deadline = time.monotonic() + policy.timeout_s
+    url = _check_url(raw_url, policy)
+    headers = {k: v for k, v in request_headers.items() if k.lower() in _FORWARDED}
+    for _ in range(policy.max_redirects + 1):
+        response = await _send(client, url, headers, deadline)
+        if response.status_code not in _REDIRECTS or "location" not in response.headers:
+            return await _relay(response, policy, deadline)
+        location = response.headers["location"]
+        await response.aclose()
+        url = _check_url(str(url.join(location)), policy)
+    raise UpstreamError(
+        f"more than {policy.max_redirects} redirects", provider="proxy", url=str(url)
+    )
+
+
+async def _send(
+    client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str], deadline: float
+) -> httpx.Response:
+    request = client.build_request("GET", url, headers=headers)
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            return await client.send(request, stream=True)
+    except TimeoutError as exc:
+        raise upstream_error("proxy", httpx.ReadTimeout("proxy time limit")) from exc
+    except httpx.HTTPError as exc:
+        raise upstream_error("proxy", exc) from exc
+
+
+async def _relay(response: httpx.Response, policy: ProxyPolicy, deadline: float) -> ProxiedResponse:
+    if response.status_code >= 500:
+        status = response.status_code
+        await response.aclose()
+        raise UpstreamError(
+            f"the proxied URL failed (HTTP {status})", provider="proxy", status=status
+        )
+    length = response.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > policy.max_bytes:
+        await response.aclose()
+        raise UpstreamError(
+            f"the proxied answer is larger than {policy.max_bytes} bytes",
+            provider="proxy",
+            max_bytes=policy.max_bytes,
+        )
+    headers = {
+        k: v
+        for k, v in response.headers.items()
+        if k.lower() not in _HOP_BY_HOP and k.lower() not in _CREDENTIALS
+    }
+    return ProxiedResponse(
+        response.status_code, headers, _stream(response, policy, deadline), response.aclose
+    )
+
+
+async def _stream(
+    response: httpx.Response, policy: ProxyPolicy, deadline: float
+) -> AsyncIterator[bytes]:
+    seen = 0
+    try:
+        async for chunk in response.aiter_raw():
+            seen += len(chunk)
+            if seen > policy.max_bytes or time.monotonic() > deadline:
+                # the status is sent already: cut the answer short, the client sees it broken
+                raise UpstreamError("the proxied answer is too large or too slow", provider="proxy")
+            yield chunk
+    except httpx.HTTPError as exc:
+        raise upstream_error("proxy", exc) from exc
+    finally:
+        await response.aclose()
