@@ -29,7 +29,9 @@ _ALL_QUEUES = ",".join(sorted(set(QUEUES.values())))
 def _serve_argv(settings: Settings, reload: bool = False) -> list[str]:
     argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory"]
     argv += ["--host", settings.host, "--port", str(settings.port), "--log-level", "info"]
-    return argv + (["--reload"] if reload else [])
+    if reload:
+        return [*argv, "--reload"]
+    return [*argv, "--workers", str(settings.api_workers)]
 
 
 def _worker_argv(settings: Settings, queues: str, concurrency: int) -> list[str]:

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     cache_ttl_s: int = Field(
         default=86400, ge=1, description="How long listing, stat and info results are cached"
     )
+    api_workers: int = Field(
+        default=1, ge=1, le=64, description="API processes started by `mapsvc serve` (uvicorn)"
+    )
     render_processes: int = Field(
         default=0, ge=0, description="Render processes of each API process (0 = one per CPU)"
     )

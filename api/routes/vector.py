@@ -64,14 +64,14 @@ async def get_geojson(request: Request) -> Response:
     offset = int_param(request, "offset", 0, 0, 2**31 - 1)
     with_geometry, debug = request.query_params.get("geom", "1") != "0", flag(request, "debug")
     cache: VectorCache = request.app.state.vector_cache
-    key = cache.key(
-        "geojson",
-        layer,
-        await cache.version(request.app.state.db, layer),
-        {"q": sorted(request.query_params.multi_items())},
-    )
-    if not refresh and not debug and (hit := await cache.get(key)) is not None:
-        return Response(hit, media_type="application/geo+json", headers={"X-Cache": "HIT"})
+    use_cache, key = not refresh and not debug, ""
+    if use_cache:
+        version = await cache.version(request.app.state.db, layer)
+        key = cache.key(
+            "geojson", layer, version, {"q": sorted(request.query_params.multi_items())}
+        )
+        if (hit := await cache.get(key)) is not None:
+            return Response(hit, media_type="application/geo+json", headers={"X-Cache": "HIT"})
     page = await open_geojson(
         request.app.state.db,
         layer,
@@ -102,7 +102,7 @@ async def get_geojson(request: Request) -> Response:
     head = {"name": layer.id, "numberMatched": page.number_matched}
 
     async def body() -> AsyncIterator[bytes]:
-        kept: list[bytes] | None = [] if not debug else None
+        kept: list[bytes] | None = [] if use_cache else None
         size = 0
         async for chunk in page.body(head, {"links": links}, debug=debug):
             data = chunk.encode()
@@ -133,13 +133,13 @@ async def get_vtile(request: Request) -> Response:
     layer = await _layer(request)
     query = _layer_query(request, layer)
     cache: VectorCache = request.app.state.vector_cache
-    key = cache.key(
-        "mvt",
-        layer,
-        await cache.version(request.app.state.db, layer),
-        {"tile": [tile.z, tile.x, tile.y], "q": _tile_query(request)},
-    )
-    data = None if flag(request, "nocache") else await cache.get(key)
+    use_cache, key, data = not flag(request, "nocache"), "", None
+    if use_cache:
+        version = await cache.version(request.app.state.db, layer)
+        key = cache.key(
+            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": _tile_query(request)}
+        )
+        data = await cache.get(key)
     status = "HIT" if data is not None else "MISS"
     if data is None:
         data = await vector_tile(
@@ -150,7 +150,7 @@ async def get_vtile(request: Request) -> Response:
             max_features=settings.vtile_max_features,
             timeout_ms=settings.vector_statement_timeout_ms,
         )
-        if not flag(request, "nocache"):
+        if use_cache:
             await cache.put(key, data)
     headers = {
         "X-Cache": status,

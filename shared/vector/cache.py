@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -18,7 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.vector.catalog import VectorLayer
 
-__all__ = ["VectorCache"]
+__all__ = ["VERSION_EVERY_S", "VectorCache"]
+
+VERSION_EVERY_S = 1.0
 
 _VERSION_SQL = text(
     """
@@ -34,17 +37,27 @@ class VectorCache:
     def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
         self.client = client
         self.ttl_s = ttl_s
+        self._versions: dict[str, tuple[float, str]] = {}
 
     async def version(self, engine: AsyncEngine, layer: VectorLayer) -> str:
-        """The layer's data version (changes when its rows change, or on :meth:`drop`)."""
+        """The layer's data version (changes when its rows change, or on :meth:`drop`).
+
+        Read again at most every :data:`VERSION_EVERY_S` per process, so that a request does
+        not pay a statistics query each time.
+        """
+        known = self._versions.get(layer.id)
+        if known is not None and time.monotonic() - known[0] < VERSION_EVERY_S:
+            return known[1]
         epoch = str(await self.client.get(f"mapsvc:vector:epoch:{layer.id}") or "0")
         if layer.is_view:
-            return f"view.{epoch}"
-        async with engine.connect() as conn:
-            stats = (
-                await conn.execute(_VERSION_SQL, {"schema": layer.schema, "table": layer.table})
-            ).scalar()
-        return f"{stats}.{epoch}"
+            version = f"view.{epoch}"
+        else:
+            async with engine.connect() as conn:
+                params = {"schema": layer.schema, "table": layer.table}
+                stats = (await conn.execute(_VERSION_SQL, params)).scalar()
+            version = f"{stats}.{epoch}"
+        self._versions[layer.id] = (time.monotonic(), version)
+        return version
 
     def key(self, kind: str, layer: VectorLayer, version: str, request: dict[str, Any]) -> str:
         """The key of one answer."""
@@ -64,4 +77,5 @@ class VectorCache:
     async def drop(self, layer: VectorLayer) -> int:
         """Forget every cached answer of a layer; returns the layer's new epoch."""
         epoch: int = await self.client.incr(f"mapsvc:vector:epoch:{layer.id}")
+        self._versions.pop(layer.id, None)
         return epoch

@@ -72,14 +72,14 @@ class GeoJsonPage:
     started: float
     number_returned: int = 0
 
-    async def features(self) -> AsyncIterator[str]:
-        """Each feature's JSON text; the connection is released at the end."""
+    async def batches(self) -> AsyncIterator[str]:
+        """The features' JSON text, a batch of rows at a time, comma-separated; the connection
+        is released at the end."""
         try:
             batch = self.first
             while batch:
-                for feature in batch:
-                    self.number_returned += 1
-                    yield feature
+                self.number_returned += len(batch)
+                yield ",".join(batch)
                 batch = [row[0] for row in await self.result.fetchmany(_BATCH)]
         finally:
             await self.result.close()
@@ -95,8 +95,8 @@ class GeoJsonPage:
         opening = json.dumps({"type": "FeatureCollection", **head})[:-1]
         yield opening + ', "features": ['
         separator = ""
-        async for feature in self.features():
-            yield separator + feature
+        async for batch in self.batches():
+            yield separator + batch
             separator = ","
         closing = {**tail, "numberReturned": self.number_returned}
         if debug:
@@ -135,22 +135,29 @@ async def open_geojson(
     key = f"t.{ident(layer.primary_key)}" if layer.primary_key else "NULL"
     # a stable order for paging: the key, else the row's place (a view has neither)
     order = key if layer.primary_key else ("" if layer.is_view else "t.ctid")
+    # the count of all matches rides on every row: one scan, no second query
     sql = (
         f"SELECT json_build_object('type', 'Feature', 'id', {key}, 'geometry', {geometry}, "
-        f"'properties', {properties})::text FROM {relation} t WHERE {where} "
+        f"'properties', {properties})::text, count(*) OVER () FROM {relation} t WHERE {where} "
         + (f"ORDER BY {order} " if order else "")
         + "LIMIT :limit OFFSET :offset"
     )
     conn = await engine.connect()
     try:
-        if with_geometry:
+        if with_geometry and srid not in (4326, layer.srid):
             await check_srid(conn, srid)
-        count_sql = text(f"SELECT count(*) FROM {relation} t WHERE {where}")
-        matched = int((await conn.execute(count_sql, params)).scalar() or 0)
         page_params = {**params, "limit": limit, "offset": offset}
         started = time.monotonic()
         result = await conn.stream(text(sql), page_params)
-        first = [row[0] for row in await result.fetchmany(_BATCH)]
+        rows = await result.fetchmany(_BATCH)
+        if rows:
+            matched = int(rows[0][1])
+        elif offset == 0:
+            matched = 0
+        else:  # past the last page: the rows carry no count
+            count_sql = text(f"SELECT count(*) FROM {relation} t WHERE {where}")
+            matched = int((await conn.execute(count_sql, params)).scalar() or 0)
+        first = [row[0] for row in rows]
     except DBAPIError as exc:
         await conn.close()
         raise db_error(exc, timeout_ms) from exc
