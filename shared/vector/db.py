@@ -18,6 +18,9 @@ def make_engine(settings: Settings) -> AsyncEngine:
         max_overflow=5,
         connect_args={
             "connect_timeout": 3,
+            # prepared on first use, so that the plan of a tile query is made once per
+            # connection (see shared.vector.tiles)
+            "prepare_threshold": 0,
             "options": f"-c statement_timeout={settings.vector_statement_timeout_ms}",
         },
     )
