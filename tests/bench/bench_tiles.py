@@ -27,7 +27,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,15 @@ from rasterio.warp import transform_bounds
 
 from shared.raster.paths import encode_id
 from shared.redis_clients import sync_client
+from tests.bench._harness import (
+    Deadline,
+    HttpConnection,
+    Server,
+    free_port,
+    load_average,
+    start,
+    wait_http,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENE = ROOT.parent / "shared" / "data" / "raster" / "single" / "RGB.byte.tif"
@@ -57,101 +65,6 @@ TITILER_REQUIREMENTS = ("titiler.application>=0.18,<3", "uvicorn[standard]>=0.30
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LANG_TOKEN = "{{lang}}"  # ``shared.tiles.styles.LANG_TOKEN``
 TMS = morecantile.tms.get("WebMercatorQuad")
-
-
-class Deadline:
-    """The time left for the whole run; every wait asks it."""
-
-    def __init__(self, seconds: float) -> None:
-        self.end = time.monotonic() + seconds
-
-    def left(self, at_most: float | None = None) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the benchmark ran out of time (--timeout-s)")
-        return left if at_most is None else min(left, at_most)
-
-
-@dataclass
-class Server:
-    """A process this script started, in a process group of its own, with its log file."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def check(self) -> None:
-        if self.popen.poll() is not None:
-            raise RuntimeError(
-                f"{self.name} exited with code {self.popen.returncode}; its log ends:\n"
-                + self.tail()
-            )
-
-    def tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        """SIGTERM to the process group, then SIGKILL to whatever of it is left."""
-        # the group holds what the server forked (uvicorn workers, Celery pool processes)
-        for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.popen.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-def start(
-    stack: ExitStack, name: str, argv: Sequence[str], log: Path, env: dict[str, str]
-) -> Server:
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            list(argv),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-    server = Server(name, popen, log)
-    stack.callback(server.stop)
-    return server
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(
-    client: httpx.Client, url: str, servers: Sequence[Server], deadline: Deadline, limit_s: float
-) -> httpx.Response:
-    """The first 200 of ``url``, within ``limit_s``; fails early when a server died."""
-    end = time.monotonic() + deadline.left(limit_s)
-    last = "no answer"
-    while time.monotonic() < end:
-        for server in servers:
-            server.check()
-        try:
-            response = client.get(url, timeout=5)
-            if response.status_code == 200:
-                return response
-            last = f"{response.status_code} {response.text[:300]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.3)
-    raise TimeoutError(f"{url} did not answer 200 within {limit_s:.0f} s: {last}")
-
-
-# --- the scene and its tiles ------------------------------------------------------------------
 
 
 def make_cog(work: Path) -> tuple[Path, str]:
@@ -200,56 +113,6 @@ class Pass:
         return len(self.latencies_ms) / self.seconds
 
 
-class _Connection:
-    """One keep-alive HTTP/1.1 connection: a bare client, so that the client is not the limit.
-
-    httpx tops out near a thousand requests per second on one core, which cached tiles exceed;
-    this reads just the status, the headers and the body (by length or chunked).
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def get(self, target: str) -> tuple[int, dict[str, str], bytes]:
-        if self.reader is None or self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        reader = self.reader
-        request = f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n"
-        self.writer.write(request.encode())
-        lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name:
-                headers[name.strip().lower()] = value.strip()
-        if status in (204, 304) or 100 <= status < 200:
-            body = b""
-        elif "content-length" in headers:
-            body = await reader.readexactly(int(headers["content-length"]))
-        elif headers.get("transfer-encoding", "").lower() == "chunked":
-            parts = []
-            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers
-            body = b"".join(parts)
-        else:
-            body = await reader.read()
-            headers["connection"] = "close"
-        if headers.get("connection", "").lower() == "close":
-            self.close()
-        return status, headers, body
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float) -> Pass:
     latencies: list[float] = []
     answers: Counter[str] = Counter()
@@ -259,7 +122,7 @@ async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float) -> 
     pending: Iterator[str] = iter(urls)
 
     async def fetch() -> None:
-        connection = _Connection(host, port)
+        connection = HttpConnection(host, port)
         try:
             for url in pending:
                 parts = urlsplit(url)
@@ -501,11 +364,6 @@ def mapnik_loop(xml: Path, tiles: Sequence[morecantile.Tile], deadline: Deadline
 # --- the report -------------------------------------------------------------------------------
 
 
-def load_average() -> str:
-    """Other work on the machine skews every figure: shown before and after."""
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def verdict(ratio: float, target: float) -> str:
     return "met" if ratio >= target else "NOT met"
 
@@ -564,7 +422,7 @@ def start_titiler(
     argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(n)]
     # its own rasterio finds its own PROJ and GDAL data; ours may be set for the mapnik wheel
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROJ_", "GDAL_DATA"))}
-    server = start(stack, "TiTiler", argv, logs / "titiler.log", env)
+    server = start(stack, "TiTiler", argv, logs / "titiler.log", env, ROOT)
     base = f"http://127.0.0.1:{port}"
     wait_http(client, f"{base}/healthz", [server], deadline, 120)
     return server, base
@@ -600,8 +458,10 @@ def start_mapsvc(
     }
     cli = [sys.executable, "-m", "shared.cli"]
     servers = [
-        start(stack, "mapsvc API", [*cli, "serve"], logs / "api.log", env),
-        start(stack, "mapsvc worker", [*cli, "worker", "-c", str(n)], logs / "worker.log", env),
+        start(stack, "mapsvc API", [*cli, "serve"], logs / "api.log", env, ROOT),
+        start(
+            stack, "mapsvc worker", [*cli, "worker", "-c", str(n)], logs / "worker.log", env, ROOT
+        ),
     ]
     api = f"http://127.0.0.1:{port}/api-user"
     try:

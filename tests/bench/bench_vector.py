@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,15 @@ from sqlalchemy import create_engine, text
 
 from shared.demo import load_countries
 from shared.redis_clients import sync_client
+from tests.bench._harness import (
+    Deadline,
+    HttpConnection,
+    Server,
+    free_port,
+    load_average,
+    start,
+    wait_http,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = ROOT.parent / "shared" / "data"
@@ -65,106 +73,6 @@ MVT_TYPE = "application/vnd.mapbox-vector-tile"
 COUNTRIES, POINTS = "public.countries", "public.bench_points"
 EXTENT, BUFFER = 4096, 64  # mapsvc's (shared.vector.tiles); tipg is set to the same
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-class Deadline:
-    """The time left for the whole run; every wait asks it."""
-
-    def __init__(self, seconds: float) -> None:
-        self.end = time.monotonic() + seconds
-
-    def left(self, at_most: float | None = None) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the benchmark ran out of time (--timeout-s)")
-        return left if at_most is None else min(left, at_most)
-
-
-@dataclass
-class Server:
-    """A process this script started, in a process group of its own, with its log file."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def check(self) -> None:
-        if self.popen.poll() is not None:
-            raise RuntimeError(
-                f"{self.name} exited with code {self.popen.returncode}; its log ends:\n"
-                + self.tail()
-            )
-
-    def tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        """SIGTERM to the process group (uvicorn and its workers), then SIGKILL to what is left."""
-        for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.popen.wait(timeout=wait_s)
-                return
-            except subprocess.TimeoutExpired:
-                pass
-
-
-def start(
-    stack: ExitStack, name: str, argv: Sequence[str], log: Path, env: dict[str, str], cwd: Path
-) -> Server:
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            list(argv),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    server = Server(name, popen, log)
-    stack.callback(server.stop)
-    return server
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(
-    client: httpx.Client,
-    url: str,
-    servers: Sequence[Server],
-    deadline: Deadline,
-    limit_s: float,
-    ok: Sequence[int] = (200,),
-) -> httpx.Response:
-    """The first answer of ``url`` with a status in ``ok``; fails early when a server died."""
-    end = time.monotonic() + deadline.left(limit_s)
-    last = "no answer"
-    while time.monotonic() < end:
-        for server in servers:
-            server.check()
-        try:
-            response = client.get(url, timeout=10)
-            if response.status_code in ok:
-                return response
-            last = f"{response.status_code} {response.text[:300]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.3)
-    raise TimeoutError(f"{url} did not answer {list(ok)} within {limit_s:.0f} s: {last}")
-
-
-# --- the database ------------------------------------------------------------------------------
 
 
 def check_loopback(url: str, what: str) -> None:
@@ -297,11 +205,11 @@ def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
 def mvt_features(data: bytes) -> Counter[str]:
     """Features per layer of a Mapbox Vector Tile: a bare protobuf walk, no decoder needed."""
     layers: Counter[str] = Counter()
-    for number, start, end in _fields(data, 0, len(data)):
+    for number, first, last in _fields(data, 0, len(data)):
         if number != 3:  # Tile.layers
             continue
         name, count = "", 0
-        for inner, a, b in _fields(data, start, end):
+        for inner, a, b in _fields(data, first, last):
             if inner == 1:  # Layer.name
                 name = data[a:b].decode()
             elif inner == 2:  # Layer.features
@@ -329,56 +237,6 @@ class Pass:
         return len(self.latencies_ms) / self.seconds
 
 
-class _Connection:
-    """One keep-alive HTTP/1.1 connection: a bare client, so that the client is not the limit.
-
-    httpx tops out near a thousand requests per second on one core, which cached tiles exceed;
-    this reads just the status, the headers and the body (by length or chunked).
-    """
-
-    def __init__(self, host: str, port: int, headers: str) -> None:
-        self.host, self.port, self.headers = host, port, headers
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def get(self, target: str) -> tuple[int, dict[str, str], bytes]:
-        if self.reader is None or self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        reader = self.reader
-        request = f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self.headers}\r\n"
-        self.writer.write(request.encode())
-        lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name:
-                headers[name.strip().lower()] = value.strip()
-        if status in (204, 304) or 100 <= status < 200:
-            body = b""
-        elif "content-length" in headers:
-            body = await reader.readexactly(int(headers["content-length"]))
-        elif headers.get("transfer-encoding", "").lower() == "chunked":
-            parts = []
-            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers
-            body = b"".join(parts)
-        else:
-            body = await reader.read()
-            headers["connection"] = "close"
-        if headers.get("connection", "").lower() == "close":
-            self.close()
-        return status, headers, body
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 def _kind(status: int, headers: dict[str, str], body: bytes) -> str:
     """The answer as ``<status> <content type>[ gzip]``, flagged when the body does not fit."""
     kind = f"{status} {headers.get('content-type', '-').split(';')[0]}"
@@ -396,7 +254,7 @@ async def _http_pass(urls: Sequence[str], concurrency: int, timeout_s: float, de
     headers = "Accept-Encoding: gzip\r\n"
 
     async def fetch() -> None:
-        connection = _Connection(host, port, headers)
+        connection = HttpConnection(host, port, headers)
         try:
             for url in pending:
                 parts = urlsplit(url)
@@ -817,11 +675,6 @@ def measure_geojson(
 
 
 # --- the report --------------------------------------------------------------------------------
-
-
-def load_average() -> str:
-    """Other work on the machine skews every figure: shown before and after."""
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def verdict(ok: bool) -> str:

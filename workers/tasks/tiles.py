@@ -11,7 +11,7 @@ from celery import group
 
 from shared.errors import JobCancelledError, MapsvcError, UnprocessableError
 from shared.jobs import Continued, JobReporter
-from shared.tiles.pretile import Chunk, PretileCounters, chunks, plan_pretile
+from shared.tiles.pretile import CHUNK, Chunk, PretileCounters, chunks, plan_pretile
 from shared.tiles.render import TileRenderer
 from shared.tiles.speed import speed_test as run_speed_test
 from shared.tiles.store import FileTileStore, TileStore, tile_key
@@ -69,7 +69,7 @@ def pretile(
     ]
     if not header:
         return _summary(report.job_id)
-    report.line(f"Chunks: {len(header)} of up to 64 tiles, over every worker process")
+    report.line(f"Chunks: {len(header)} of up to {CHUNK * CHUNK} tiles, over every worker process")
     group(header).apply_async()
     return Continued({"chunks": len(header), "plan": plan})
 

@@ -1,0 +1,181 @@
+"""What the benchmark scripts share: a deadline, the servers they start and wait for, a client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+__all__ = [
+    "Deadline",
+    "HttpConnection",
+    "Server",
+    "free_port",
+    "load_average",
+    "start",
+    "wait_http",
+]
+
+
+class Deadline:
+    """The time left for the whole run; every wait asks it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self, at_most: float | None = None) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the benchmark ran out of time (--timeout-s)")
+        return left if at_most is None else min(left, at_most)
+
+
+@dataclass
+class Server:
+    """A process this script started, in a process group of its own, with its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def check(self) -> None:
+        if self.popen.poll() is not None:
+            raise RuntimeError(
+                f"{self.name} exited with code {self.popen.returncode}; its log ends:\n"
+                + self.tail()
+            )
+
+    def tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM to the process group (uvicorn and its workers), then SIGKILL to what is left."""
+        for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.popen.wait(timeout=wait_s)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def start(
+    stack: ExitStack, name: str, argv: Sequence[str], log: Path, env: dict[str, str], cwd: Path
+) -> Server:
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    server = Server(name, popen, log)
+    stack.callback(server.stop)
+    return server
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(
+    client: httpx.Client,
+    url: str,
+    servers: Sequence[Server],
+    deadline: Deadline,
+    limit_s: float,
+    ok: Sequence[int] = (200,),
+) -> httpx.Response:
+    """The first answer of ``url`` with a status in ``ok``; fails early when a server died."""
+    end = time.monotonic() + deadline.left(limit_s)
+    last = "no answer"
+    while time.monotonic() < end:
+        for server in servers:
+            server.check()
+        try:
+            response = client.get(url, timeout=10)
+            if response.status_code in ok:
+                return response
+            last = f"{response.status_code} {response.text[:300]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer {list(ok)} within {limit_s:.0f} s: {last}")
+
+
+# --- the database ------------------------------------------------------------------------------
+
+
+def load_average() -> str:
+    """Other work on the machine skews every figure: shown before and after."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+class HttpConnection:
+    """One keep-alive HTTP/1.1 connection: a bare client, so that the client is not the limit.
+
+    httpx tops out near a thousand requests per second on one core, which cached tiles exceed;
+    this reads just the status, the headers and the body (by length or chunked).
+    """
+
+    def __init__(self, host: str, port: int, headers: str = "") -> None:
+        self.host, self.port, self.headers = host, port, headers
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, target: str) -> tuple[int, dict[str, str], bytes]:
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        reader = self.reader
+        request = f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self.headers}\r\n"
+        self.writer.write(request.encode())
+        lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                headers[name.strip().lower()] = value.strip()
+        if status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif "content-length" in headers:
+            body = await reader.readexactly(int(headers["content-length"]))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            parts = []
+            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                parts.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass  # trailers
+            body = b"".join(parts)
+        else:
+            body = await reader.read()
+            headers["connection"] = "close"
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return status, headers, body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
