@@ -251,3 +251,25 @@ def test_a_broken_view_is_422_and_harms_nothing(settings: Settings, vector_table
     finally:
         with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
             conn.execute("DROP VIEW broken_points")
+
+
+def test_a_view_too_slow_to_describe_is_left_out_of_the_catalogue(
+    settings: Settings, vector_tables: str
+) -> None:
+    with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE VIEW slow_view AS SELECT id, geom FROM test_points p "
+            "WHERE (SELECT true FROM pg_sleep(0.02 + p.id * 0))"  # 6 s to count
+        )
+    update = {"vector_statement_timeout_ms": 300}
+    try:
+        with TestClient(
+            create_app(settings.model_copy(update=update)), raise_server_exceptions=False
+        ) as client:
+            r = client.get(f"{URL}/public.slow_view")
+            assert r.status_code == 404
+            assert "public.test_lines" in assert_error(r.json(), "not-found")["message"]
+            assert client.get(f"{URL}/public.test_lines").status_code == 200
+    finally:
+        with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+            conn.execute("DROP VIEW slow_view")
