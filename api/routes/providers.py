@@ -55,6 +55,23 @@ def number(request: Request, name: str, lo: float, hi: float) -> float:
     return value
 
 
+def _lon_lat(pair: str, parameter: str, *, lat_first: bool) -> tuple[float, float]:
+    """``(lon, lat)`` of one ``lon,lat`` (or ``lat,lng``) pair of a list parameter."""
+    shape, ranges = (
+        ("lat,lng", "-90..90, -180..180") if lat_first else ("lon,lat", "-180..180, -90..90")
+    )
+    try:
+        first, second = (float(v) for v in pair.split(","))
+    except ValueError:
+        raise InvalidInputError(
+            f"{pair!r} is not {shape}", parameter=parameter, value=pair
+        ) from None
+    lon, lat = (second, first) if lat_first else (first, second)
+    if not (math.isfinite(lon) and math.isfinite(lat)) or abs(lon) > 180 or abs(lat) > 90:
+        raise InvalidInputError(f"{pair!r} is outside {ranges}", parameter=parameter, value=pair)
+    return lon, lat
+
+
 def lang_param(request: Request) -> str:
     """The ``lang`` parameter (a language tag), or the default language."""
     lang = request.query_params.get("lang") or _settings(request).default_lang
@@ -222,19 +239,7 @@ class RouteParams:
             raise InvalidInputError(
                 f"points has more than {MAX_ROUTE_POINTS} pairs", parameter="points"
             )
-        points = []
-        for pair in pairs:
-            try:
-                lon, lat = (float(v) for v in pair.split(","))
-            except ValueError:
-                raise InvalidInputError(
-                    f"{pair!r} is not lon,lat", parameter="points", value=pair
-                ) from None
-            if not (math.isfinite(lon) and math.isfinite(lat)) or abs(lon) > 180 or abs(lat) > 90:
-                raise InvalidInputError(
-                    f"{pair!r} is outside -180..180, -90..90", parameter="points", value=pair
-                )
-            points.append((lon, lat))
+        points = [_lon_lat(pair, "points", lat_first=False) for pair in pairs]
         profile = request.query_params.get("profile") or "car"
         if profile not in routing.PROFILES:
             raise InvalidInputError(
@@ -302,19 +307,7 @@ class HeightParams:
                 f"locations needs 1..{elevation.MAX_POINTS} lat,lng pairs separated by '|'",
                 parameter="locations",
             )
-        points = []
-        for pair in pairs:
-            try:
-                lat, lng = (float(v) for v in pair.split(","))
-            except ValueError:
-                raise InvalidInputError(
-                    f"{pair!r} is not lat,lng", parameter="locations", value=pair
-                ) from None
-            if not (math.isfinite(lat) and math.isfinite(lng)) or abs(lat) > 90 or abs(lng) > 180:
-                raise InvalidInputError(
-                    f"{pair!r} is outside -90..90, -180..180", parameter="locations", value=pair
-                )
-            points.append((lng, lat))
+        points = [_lon_lat(pair, "locations", lat_first=True) for pair in pairs]
         return cls(points=tuple(points), refresh=refresh)
 
 
