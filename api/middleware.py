@@ -1,14 +1,16 @@
-"""Request ids: taken from ``X-Request-ID`` or made, kept on the request, sent back."""
+"""Middleware: request ids (taken from ``X-Request-ID`` or made), and the allowed hosts."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
+from collections.abc import Sequence
 
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestIdMiddleware"]
+__all__ = ["AllowedHostsMiddleware", "RequestIdMiddleware"]
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -33,3 +35,54 @@ class RequestIdMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_id)
+
+
+class AllowedHostsMiddleware:
+    """Answer only requests whose ``Host`` is allowed; others get the JSON error ``400``.
+
+    The rule is Starlette's ``TrustedHostMiddleware``'s (exact names, ``*.example.org`` for
+    sub-domains, ``*`` for any host); unlike it, the refusal keeps the service's error shape.
+    """
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self.allow_any = "*" in allowed_hosts
+        self.exact = {h.lower() for h in allowed_hosts if not h.startswith("*.")}
+        self.suffixes = tuple(h[1:].lower() for h in allowed_hosts if h.startswith("*."))
+
+    def allowed(self, host: str) -> bool:
+        """Whether ``host`` (without its port) is one this service answers for."""
+        host = host.lower()
+        return self.allow_any or host in self.exact or host.endswith(self.suffixes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = _host_name(Headers(scope=scope).get("host", ""))
+        if self.allowed(host):
+            await self.app(scope, receive, send)
+            return
+        body = {
+            "error": {
+                "code": "invalid-host",
+                "message": "the Host header names a host this service does not answer for",
+                "detail": {"host": host[:100]},
+            }
+        }
+        raw = json.dumps(body).encode()
+        request_id = str(scope.get("state", {}).get("request_id", ""))
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(raw)).encode()),
+            (b"x-request-id", request_id.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 400, "headers": headers})
+        await send({"type": "http.response.body", "body": raw})
+
+
+def _host_name(host: str) -> str:
+    """The name of a ``Host`` header without its port (``[::1]:8000`` is ``::1``)."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host

@@ -1,12 +1,20 @@
-"""Reading query parameters: flags and bounded integers, with 400s that name the parameter."""
+"""Reading query parameters: one function per kind, with 400s that name the parameter.
+
+Flags, integers, numbers, languages, CRSs and boxes are read here and nowhere else; the rules
+themselves live in :mod:`shared.params` (and tile addresses in :mod:`shared.tiles.grid`).
+"""
 
 from __future__ import annotations
+
+import math
 
 from starlette.requests import Request
 
 from shared.errors import InvalidInputError
+from shared.params import Bbox, parse_bbox, parse_lang, parse_srs
+from shared.settings import Settings
 
-__all__ = ["flag", "int_param"]
+__all__ = ["bbox_param", "flag", "int_param", "lang_param", "number", "srs_param"]
 
 _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no", ""}
@@ -19,7 +27,7 @@ def flag(request: Request, name: str) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise InvalidInputError(f"{name} must be 1 or 0", parameter=name, value=value)
+    raise InvalidInputError(f"{name} must be 1 or 0", parameter=name, value=value[:32])
 
 
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -29,8 +37,52 @@ def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> in
         return default
     try:
         value = int(raw)
-    except ValueError:
-        raise InvalidInputError(f"{name} must be an integer", parameter=name, value=raw) from None
+    except ValueError:  # also more than 4300 digits
+        raise InvalidInputError(
+            f"{name} must be an integer", parameter=name, value=raw[:32]
+        ) from None
     if not lo <= value <= hi:
         raise InvalidInputError(f"{name} must be {lo}..{hi}", parameter=name, value=value)
     return value
+
+
+def number(request: Request, name: str, lo: float, hi: float) -> float:
+    """A required finite number within ``lo..hi``."""
+    raw = request.query_params.get(name)
+    if raw is None or not raw.strip():
+        raise InvalidInputError(f"{name} is required", parameter=name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInputError(
+            f"{name} must be a number", parameter=name, value=raw[:32]
+        ) from None
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise InvalidInputError(f"{name} must be {lo:g}..{hi:g}", parameter=name, value=raw[:32])
+    return value
+
+
+def lang_param(request: Request, given: str | None = None) -> str:
+    """The label language: ``given`` (a path's), else ``lang``, else the default language."""
+    settings: Settings = request.app.state.settings
+    text = given or request.query_params.get("lang") or settings.default_lang
+    return parse_lang(text, settings.language_set)
+
+
+def srs_param(
+    request: Request, names: tuple[str, ...] = ("srs", "crs"), default: str = "EPSG:3857"
+) -> str:
+    """The CRS of the first of ``names`` given, as an authority code (``EPSG:3857``)."""
+    for name in names:
+        if raw := request.query_params.get(name):
+            return parse_srs(raw, name)
+    return default
+
+
+def bbox_param(request: Request, names: tuple[str, ...], srs: str = "EPSG:4326") -> Bbox | None:
+    """The box of the first of ``names`` given (in ``srs``), or None when none is."""
+    for name in names:
+        raw = request.query_params.get(name)
+        if raw is not None and raw.strip():
+            return parse_bbox(raw, name, srs)
+    return None

@@ -34,9 +34,11 @@ def _serve_argv(settings: Settings, reload: bool = False) -> list[str]:
     return [*argv, "--workers", str(settings.api_workers)]
 
 
-def _worker_argv(settings: Settings, queues: str, concurrency: int) -> list[str]:
+def _worker_argv(settings: Settings, queues: str, concurrency: int, beat: bool = True) -> list[str]:
     argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker"]
     argv += ["-Q", queues, "-n", "mapsvc@%h", "--loglevel", settings.log_level]
+    if beat:  # the embedded beat sends the job watchdog (shared/queues.py)
+        argv.append("-B")
     return argv + (["-c", str(concurrency)] if concurrency else [])
 
 
@@ -58,14 +60,16 @@ def _render_tile(
     settings: Settings, style: str, zxy: tuple[str, str, str], lang: str | None, out: Path
 ) -> int:
     from shared.errors import MapsvcError
+    from shared.params import parse_lang
     from shared.tiles.grid import parse_tile
     from shared.tiles.render import TileRenderer
-    from shared.tiles.styles import check_lang
 
     try:
         tile = parse_tile(*zxy)
         with TileRenderer(settings.work_dir / "map" / "mapnik") as renderer:
-            rendered = renderer.render_tile(style, check_lang(lang or settings.default_lang), tile)
+            rendered = renderer.render_tile(
+                style, parse_lang(lang or settings.default_lang, settings.language_set), tile
+            )
     except MapsvcError as exc:
         print(f"render-tile: {exc.message}", file=sys.stderr)
         return 2
@@ -170,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker = sub.add_parser("worker", help="run a Celery worker")
     worker.add_argument("-Q", "--queues", default=_ALL_QUEUES, help=f"default: {_ALL_QUEUES}")
     worker.add_argument("-c", "--concurrency", type=int, default=None, help="worker processes")
+    worker.add_argument(
+        "--no-beat", action="store_true", help="without the embedded job watchdog schedule"
+    )
     sub.add_parser("flower", help="run Flower, the Celery monitor")
     convert = sub.add_parser("convert-server", help="run the Convert gRPC server (spec 4.17)")
     convert.add_argument("port", nargs="?", type=int, default=None, help="default: 4003")
@@ -192,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _exec(_serve_argv(settings, args.reload))
     if args.command == "worker":
         concurrency = settings.worker_concurrency if args.concurrency is None else args.concurrency
-        return _exec(_worker_argv(settings, args.queues, concurrency))
+        return _exec(_worker_argv(settings, args.queues, concurrency, not args.no_beat))
     if args.command == "flower":
         return _exec(_flower_argv(settings))
     if args.command == "convert-server":

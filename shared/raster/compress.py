@@ -24,7 +24,7 @@ from shared.raster.layer import locate_layer
 from shared.raster.paths import raster_root
 from shared.raster.vrt import band_subset_vrt
 
-__all__ = ["CREATION_OPTIONS", "compress_file", "compress_layer"]
+__all__ = ["CREATION_OPTIONS", "compress_file", "compress_layer", "compressed_name"]
 
 CREATION_OPTIONS = {
     "COMPRESS": "LZW",
@@ -35,6 +35,15 @@ CREATION_OPTIONS = {
 }
 BANDS = [1, 2, 3]
 COLOR_INTERP = ["Red", "Green", "Blue"]
+
+
+def compressed_name(source: Path) -> str:
+    """The name of a raster's compressed copy: its own name, ``.tif`` added to a VRT's.
+
+    Two rasters of one folder never share a copy (``x.tif`` and ``x.vrt`` give ``x.tif`` and
+    ``x.vrt.tif``).
+    """
+    return source.name if source.suffix.lower() in (".tif", ".tiff") else f"{source.name}.tif"
 
 
 def compress_file(source: Path, target: Path) -> None:
@@ -72,7 +81,7 @@ def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[s
     results = []
     for i, path in enumerate(files, start=1):
         t0 = time.monotonic()
-        target = out_dir / f"{path.stem}.tif"
+        target = out_dir / compressed_name(path)
         before = os.stat(path).st_size
         try:
             compress_file(path, target)

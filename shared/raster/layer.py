@@ -5,15 +5,24 @@ overviews) of each, a mosaic VRT (and a VRT of the previews) when the layer is a
 several files, reads location and CRS, and writes the Mapnik XML to
 ``<workDir>/map/mapnik/<raster id>.xml``. Derived files go to ``<workDir>/map/derived/<id>/``,
 so the user's raster folders stay as they are. Every stage is a line on the job's stream.
+
+A (re)configuration builds its previews into a new build folder ``<derived>/<id>/b-<hex>/``
+and then swaps the XML (one atomic rename) to point at it: until the swap the old
+configuration keeps serving tiles, and a failed rebuild leaves the old layer as it was. Only
+then are the layer's old build folders and its own tiles removed. One configuration of a layer
+runs at a time (a lock file in its derived folder).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import shutil
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +39,7 @@ from shared.raster.catalog import layer_files
 from shared.raster.files import atomic_path, write_atomic
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, proj4
-from shared.raster.paths import encode_id, raster_root, resolve
+from shared.raster.paths import encode_id, normalise_path, raster_root, resolve
 from shared.raster.stat import describe_file
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import mosaic_vrt
@@ -45,6 +54,7 @@ SMALL_RASTER_PX = 2560
 _RES_Z0 = 2 * math.pi * 6378137 / 256  # metres per pixel of Web Mercator zoom 0
 _METRES_PER_SCREEN_PX = 0.00028  # Mapnik's scale denominator = resolution / this
 _MANIFEST = "manifest.json"
+_BUILD_PREFIX = "b-"
 
 
 @dataclass(frozen=True)
@@ -63,11 +73,14 @@ class LayerLocation:
 def locate_layer(work_dir: Path, rel_path: str) -> LayerLocation:
     """Where the layer at ``rel_path`` (relative to the raster root) and its outputs live.
 
+    The path is normalised first (:func:`~shared.raster.paths.normalise_path`), so ``./x``,
+    ``x/`` and ``x`` are one layer with one id.
+
     Raises:
-        InvalidInputError: the path leads outside the raster root.
+        InvalidInputError: the path is empty, not normal, or leads outside the raster root.
         NotFoundError: nothing at the path.
     """
-    rel = rel_path.strip("/")
+    rel = normalise_path(rel_path)
     source = resolve(raster_root(work_dir), rel)
     raster_id = encode_id(rel)
     return LayerLocation(
@@ -182,21 +195,111 @@ def configure_layer(
     report.line(f"Raster file check: {len(files)} file(s) readable", progress=0.1)
 
     manifest = _manifest(files)
-    manifest_path = where.derived_dir / _MANIFEST
-    reuse = (
-        not refresh
-        and manifest_path.is_file()
-        and json.loads(manifest_path.read_text()) == json.loads(json.dumps(manifest))
-    )
-    if not reuse and where.derived_dir.exists():
-        shutil.rmtree(where.derived_dir)
-    where.derived_dir.mkdir(parents=True, exist_ok=True)
+    with _layer_lock(where.derived_dir):
+        current = None if refresh else _current_build(where.derived_dir, manifest)
+        reuse = current is not None
+        build = current or where.derived_dir / f"{_BUILD_PREFIX}{uuid.uuid4().hex}"
+        try:
+            built = _build(where, files, descriptors, build, report, lang=lang, reuse=reuse)
+        except BaseException:
+            if build != current:  # a failed rebuild leaves the old layer as it was
+                shutil.rmtree(build, ignore_errors=True)
+            raise
+        size = _swap_in(work_dir, where, built.xml, build, manifest, stores, reuse=reuse)
+    report.line(f"XML size: {size} bytes")
+    report.line(f"XML file: map/mapnik/{where.xml_path.name}")
+    ms_xml = int((time.monotonic() - built.t_xml) * 1000)
+    report.line(f"Total time: {int((time.monotonic() - t0) * 1000)}")
+    report.line(f"Times: {built.times}, xml {ms_xml}ms")
+    return built.result
 
+
+@dataclass(frozen=True)
+class _Built:
+    """A configuration ready to be swapped in: its XML, and what the job reports of it."""
+
+    xml: str
+    times: str
+    t_xml: float
+    result: dict[str, Any]
+
+
+@contextlib.contextmanager
+def _layer_lock(derived_dir: Path) -> Iterator[None]:
+    """One configuration of a layer at a time (on this host, or a shared file system)."""
+    derived_dir.mkdir(parents=True, exist_ok=True)
+    with (derived_dir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _current_build(derived_dir: Path, manifest: dict[str, Any]) -> Path | None:
+    """The build folder of the layer's configuration, when its files are still the same."""
+    path = derived_dir / _MANIFEST
+    if not path.is_file():
+        return None
+    kept = json.loads(path.read_text())
+    build = derived_dir / str(kept.get("build", ""))
+    same = kept.get("files") == json.loads(json.dumps(manifest["files"]))
+    return build if same and kept.get("build") and build.is_dir() else None
+
+
+def _swap_in(
+    work_dir: Path,
+    where: LayerLocation,
+    xml: str,
+    build: Path,
+    manifest: dict[str, Any],
+    stores: Sequence[TileStore] | None,
+    *,
+    reuse: bool,
+) -> int:
+    """Point the layer at ``build`` (one rename of its XML), then forget the old build and tiles.
+
+    Returns:
+        The size of the XML in bytes.
+    """
+    changed = not reuse or not where.xml_path.is_file() or where.xml_path.read_text() != xml
+    size = write_atomic(where.xml_path, xml)  # the swap: tiles come from the new build now
+    manifest_path = where.derived_dir / _MANIFEST
+    if changed:
+        # a new configuration must never be served from tiles of the old one
+        try:
+            if stores is None:
+                stores = [FileTileStore(work_dir / "map" / "rtile")]
+            for store in stores:
+                store.drop_style(where.raster_id)
+        except BaseException:
+            # without the manifest the next run rebuilds, and so drops the tiles again
+            manifest_path.unlink(missing_ok=True)
+            raise
+    write_atomic(manifest_path, json.dumps({**manifest, "build": build.name}))
+    for old in where.derived_dir.glob(f"{_BUILD_PREFIX}*"):
+        if old != build and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    return size
+
+
+def _build(
+    where: LayerLocation,
+    files: list[Path],
+    descriptors: list[dict[str, Any]],
+    build: Path,
+    report: JobReporter,
+    *,
+    lang: str,
+    reuse: bool,
+) -> _Built:
+    """Make previews and VRTs in ``build`` (kept when ``reuse``), and the XML that uses them."""
+    build.mkdir(parents=True, exist_ok=True)
     t_preview = time.monotonic()
     report.line(f"Start compression: {len(files)} file(s), previews 1/{PREVIEW_FACTOR}")
     previews = []
     for i, path in enumerate(files, start=1):
-        preview = where.derived_dir / f"preview-{i:04d}-{path.stem}.tif"
+        preview = build / f"preview-{i:04d}-{path.stem}.tif"
         previews.append(preview)
         if reuse and preview.is_file():
             report.line(f"Preview: {path.name} (up to date)", progress=0.1 + 0.4 * i / len(files))
@@ -213,9 +316,9 @@ def configure_layer(
     t_vrt = time.monotonic()
     if len(files) > 1:
         source = mosaic_source(where, files)
-        preview_source = where.derived_dir / "mosaic-preview.vrt"
+        preview_source = build / "mosaic-preview.vrt"
         report.line(f"VRT: {len(files)} files -> {source.name}")
-        write_atomic(preview_source, mosaic_vrt(previews, where.derived_dir))
+        write_atomic(preview_source, mosaic_vrt(previews, build))
         report.line(f"VRT preview: {len(previews)} previews -> {preview_source.name}")
     else:
         source, preview_source = files[0], previews[0]
@@ -270,28 +373,11 @@ def configure_layer(
         nodata=nodata,
     )
     xml = style_xml(spec, where.xml_path.parent)
-    changed = not where.xml_path.is_file() or where.xml_path.read_text() != xml
-    size = write_atomic(where.xml_path, xml)
-    report.line(f"XML size: {size} bytes")
-    if changed or not reuse:
-        # a new configuration must never be served from tiles of the old one
-        if stores is None:
-            stores = [FileTileStore(work_dir / "map" / "rtile")]
-        try:
-            for store in stores:
-                store.drop_style(where.raster_id)
-        except BaseException:
-            # without the manifest the next run rebuilds, and so drops the tiles again
-            manifest_path.unlink(missing_ok=True)
-            raise
-    write_atomic(manifest_path, json.dumps(manifest))
-    report.line(f"XML file: map/mapnik/{where.xml_path.name}")
-    ms_xml = int((time.monotonic() - t_xml) * 1000)
-    report.line(f"Total time: {int((time.monotonic() - t0) * 1000)}")
-    report.line(f"Times: preview {ms_preview}ms, vrt {ms_vrt}ms, info {ms_info}ms, xml {ms_xml}ms")
-    return {
+    times = f"preview {ms_preview}ms, vrt {ms_vrt}ms, info {ms_info}ms"
+    result = {
         "id": where.name,
         "layer": where.raster_id,
         "extent": extent,
         "url": tile_url(where.raster_id, lang),
     }
+    return _Built(xml, times, t_xml, result)

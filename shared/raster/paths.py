@@ -18,6 +18,7 @@ __all__ = [
     "decode_id",
     "encode_id",
     "is_raster_file",
+    "normalise_path",
     "raster_root",
     "relative",
     "resolve",
@@ -25,6 +26,10 @@ __all__ = [
 
 #: File suffixes taken for rasters (checked against the file's first bytes as well).
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt")
+#: Longest raster path (UTF-8 bytes): its id names files (``<id>.xml``, a tile folder), and a
+#: file name has at most 255 bytes; 180 bytes of path make an id of 240 characters.
+MAX_PATH_BYTES = 180
+MAX_ID_CHARS = 4 * -(-MAX_PATH_BYTES // 3)
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 
@@ -38,23 +43,59 @@ def encode_id(rel_path: str) -> str:
     return base64.urlsafe_b64encode(rel_path.encode()).decode().rstrip("=")
 
 
-def decode_id(raster_id: str) -> str:
-    """The relative path an id stands for.
+def normalise_path(rel_path: str) -> str:
+    """The one spelling of a raster path: ``./x``, ``x//y``, ``x/`` become ``x``, ``x/y``.
 
     Raises:
-        InvalidInputError: the id is not URL-safe base64 of a UTF-8 path.
+        InvalidInputError: the path is empty (the raster root), has ``..``, a backslash or a
+            NUL, or is longer than :data:`MAX_PATH_BYTES`.
     """
-    if not raster_id or len(raster_id) > 4096:
-        raise InvalidInputError("a raster id is URL-safe base64 of a path", id=raster_id[:64])
+    if "\x00" in rel_path or "\\" in rel_path:
+        raise InvalidInputError("a raster path has no backslash or NUL", path=rel_path[:64])
+    parts = [part for part in rel_path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise InvalidInputError("a raster path has no '..'", path=rel_path[:64])
+    if not parts:
+        raise InvalidInputError(
+            "a raster path names a file or folder inside the raster folder, not the folder itself",
+            path=rel_path[:64],
+        )
+    normal = "/".join(parts)
+    if len(normal.encode()) > MAX_PATH_BYTES:
+        raise InvalidInputError(
+            f"a raster path has at most {MAX_PATH_BYTES} bytes", path=normal[:64]
+        )
+    return normal
+
+
+def decode_id(raster_id: str) -> str:
+    """The relative path an id stands for; each raster has one id, that of its normal path.
+
+    Raises:
+        InvalidInputError: the id is too long, not URL-safe base64 of a UTF-8 path, or its
+            path is not in normal form (:func:`normalise_path`).
+    """
+    if not raster_id or len(raster_id.rstrip("=")) > MAX_ID_CHARS:
+        raise InvalidInputError(
+            f"a raster id is URL-safe base64 of a path of at most {MAX_PATH_BYTES} bytes",
+            id=raster_id[:64],
+        )
     try:
         raw = base64.urlsafe_b64decode(raster_id + "=" * (-len(raster_id) % 4))
         if encode_id(raw.decode()) != raster_id.rstrip("="):
             raise ValueError("not canonical base64")
-        return raw.decode()
+        rel = raw.decode()
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise InvalidInputError(
             "a raster id is URL-safe base64 of a path", id=raster_id[:64]
         ) from None
+    normal = normalise_path(rel)
+    if normal != rel:
+        raise InvalidInputError(
+            f"not the id of a raster path in normal form; its id is {encode_id(normal)}",
+            id=raster_id[:64],
+        )
+    return rel
 
 
 def resolve(root: Path, rel_path: str, *, must_exist: bool = True) -> Path:

@@ -29,7 +29,7 @@ def _ms(t0: float) -> int:
 
 
 def raster_listing(
-    client: redis.Redis, work_dir: Path, folder: str, *, ttl_s: int, refresh: bool
+    client: redis.Redis, work_dir: Path, folder: str, *, ttl_s: int, max_bytes: int, refresh: bool
 ) -> dict[str, Any]:
     """The raster listing object (spec 2.1) of ``folder``."""
     t0 = time.monotonic()
@@ -41,13 +41,20 @@ def raster_listing(
         depends_on,
         lambda: list_folder(root, mapnik_dir, folder),
         ttl_s=ttl_s,
+        max_bytes=max_bytes,
         refresh=refresh,
     )
     return {"time": _ms(t0), **listing}
 
 
 def raster_stat_of(
-    client: redis.Redis, work_dir: Path, raster_id: str, *, ttl_s: int, refresh: bool
+    client: redis.Redis,
+    work_dir: Path,
+    raster_id: str,
+    *,
+    ttl_s: int,
+    max_bytes: int,
+    refresh: bool,
 ) -> dict[str, Any]:
     """Raster statistics (spec 2.3) of the raster with id ``raster_id``."""
     t0 = time.monotonic()
@@ -60,6 +67,7 @@ def raster_stat_of(
         depends_on,
         lambda: raster_stat(root, rel),
         ttl_s=ttl_s,
+        max_bytes=max_bytes,
         refresh=refresh,
     )
     return {"time": _ms(t0), **stat}
@@ -72,6 +80,7 @@ def raster_info_of(
     file: str | None,
     *,
     ttl_s: int,
+    max_bytes: int,
     refresh: bool,
 ) -> dict[str, Any]:
     """Raster metadata (spec 2.4) of a layer's raster: ``file``, the layer's file, or its VRT.
@@ -82,6 +91,7 @@ def raster_info_of(
         raster_id: the layer id.
         file: a raster file relative to the raster root (``file=``), or None.
         ttl_s: cache lifetime.
+        max_bytes: byte budget of the results cache.
         refresh: bypass the cache.
 
     Raises:
@@ -110,7 +120,15 @@ def raster_info_of(
 
     depends_on = [where.rel_path, file, file_signature(files)]
     return dict(
-        cached_json(client, "raster-info", depends_on, compute, ttl_s=ttl_s, refresh=refresh)
+        cached_json(
+            client,
+            "raster-info",
+            depends_on,
+            compute,
+            ttl_s=ttl_s,
+            max_bytes=max_bytes,
+            refresh=refresh,
+        )
     )
 
 

@@ -1,4 +1,11 @@
-"""A bounded pool of render processes, each keeping its loaded maps (Mapnik holds the GIL)."""
+"""A bounded pool of render processes, each keeping its loaded maps (Mapnik holds the GIL).
+
+Admission control keeps the pool's queue bounded: at most ``max_queue`` renders wait or run
+in one API process, and at most ``max_large`` of them are larger than a tile (BBOX renders), so
+that big renders never hold ordinary tiles up for long. A render past either bound is refused at
+once (503 with ``Retry-After``); a render that takes longer than ``timeout_s`` answers 503 too,
+and keeps its place in the queue until its process is done with it (the work stays bounded).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +24,7 @@ from shared.tiles.png import Rendered
 if TYPE_CHECKING:
     from shared.tiles.render import TileRenderer
 
-__all__ = ["RenderPool"]
+__all__ = ["RenderLimits", "RenderPool"]
 
 _renderer: TileRenderer | None = None
 
@@ -41,14 +49,58 @@ def _render(
     return _renderer.render(style, lang, bbox, width, height, srs)
 
 
+def _consume(job: asyncio.Future[Rendered]) -> None:
+    # nobody awaits a render given up on: retrieve its outcome so none is logged as lost
+    if not job.cancelled():
+        job.exception()
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """The bounds of a render pool's queue (settings ``MAPSVC_RENDER_*``)."""
+
+    max_queue: int = 64
+    max_large: int = 2
+    timeout_s: float = 30.0
+
+
 class RenderPool:
     """Renders in ``processes`` processes, started on first use (spawned: the API has threads)."""
 
-    def __init__(self, mapnik_dir: Path, processes: int, tile_size: int = 256) -> None:
+    def __init__(
+        self,
+        mapnik_dir: Path,
+        processes: int,
+        tile_size: int = 256,
+        limits: RenderLimits | None = None,
+    ) -> None:
         self._args = (str(mapnik_dir), tile_size)
         self._processes = processes
+        self._tile_pixels = tile_size * tile_size
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
+        self.limits = limits or RenderLimits()
+        #: renders waiting or running, all and larger than a tile
+        self.pending = 0
+        self.pending_large = 0
+
+    def _admit(self, large: bool) -> None:
+        """Take a place in the queue, or refuse the render when the queue is full."""
+        if self.pending >= self.limits.max_queue or (
+            large and self.pending_large >= self.limits.max_large
+        ):
+            kind = "large renders" if large else "renders"
+            raise UnavailableError(
+                f"too many {kind} in progress; try again shortly",
+                retry_after_s=1,
+                pending=self.pending,
+            )
+        self.pending += 1
+        self.pending_large += large
+
+    def _release(self, large: bool) -> None:
+        self.pending -= 1
+        self.pending_large -= large
 
     def _pool(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -79,8 +131,33 @@ class RenderPool:
         """Render in a pool process (see :meth:`TileRenderer.render`).
 
         Raises:
-            UnavailableError: a render process died twice in a row.
+            UnavailableError: the queue is full, the render took longer than the timeout, or a
+                render process died twice in a row.
         """
+        large = width * height > self._tile_pixels
+        self._admit(large)
+        job = asyncio.ensure_future(self._run(style, lang, bbox, width, height, srs))
+        job.add_done_callback(lambda _: self._release(large))
+        try:
+            return await asyncio.wait_for(asyncio.shield(job), self.limits.timeout_s)
+        except TimeoutError:
+            # the process goes on with it (a process cannot be stopped mid-render) and the
+            # render keeps its place in the queue until then
+            job.add_done_callback(_consume)
+            raise UnavailableError(
+                f"the render took longer than {self.limits.timeout_s:g} s",
+                retry_after_s=self.limits.timeout_s,
+            ) from None
+
+    async def _run(
+        self,
+        style: str,
+        lang: str,
+        bbox: tuple[float, float, float, float],
+        width: int,
+        height: int,
+        srs: str | None,
+    ) -> Rendered:
         loop = asyncio.get_running_loop()
         for _ in range(2):
             pool = self._pool()

@@ -18,6 +18,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from shared.errors import UnavailableError
+from shared.tiles.styles import check_style_id
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -161,12 +162,10 @@ class S3TileStore:
         """Delete every object under ``<prefix><style>/``, 1000 keys a request.
 
         Raises:
-            ValueError: ``style`` is empty or has a ``/`` (it would name more than one style).
+            InvalidInputError: ``style`` is not a style id (it could name more than one style).
             UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
         """
-        if not style or "/" in style:
-            raise ValueError(f"not a style id: {style!r}")
-        folder = f"{self.prefix}{style}/"
+        folder = f"{self.prefix}{check_style_id(style)}/"
         batch: list[ObjectIdentifierTypeDef] = []
         try:
             pages = self._client.get_paginator("list_objects_v2").paginate(

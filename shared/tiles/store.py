@@ -8,6 +8,7 @@ from typing import Protocol
 
 from shared.raster.files import write_atomic
 from shared.tiles.grid import TileAddress
+from shared.tiles.styles import check_style_id
 
 __all__ = ["FileTileStore", "TileStore", "tile_key"]
 
@@ -30,7 +31,7 @@ class TileStore(Protocol):
         """Whether a tile is stored under ``key``."""
 
     def drop_style(self, style: str) -> None:
-        """Forget every tile of a style."""
+        """Forget every tile of a style (refusing a name that is not a style id)."""
 
 
 class FileTileStore:
@@ -58,5 +59,9 @@ class FileTileStore:
         return self._path(key).is_file()
 
     def drop_style(self, style: str) -> None:
-        """Remove the style's folder of tiles."""
-        shutil.rmtree(self.root / style, ignore_errors=True)
+        """Remove the style's folder of tiles, and nothing else.
+
+        Raises:
+            InvalidInputError: ``style`` is not a style id (it could name the whole cache).
+        """
+        shutil.rmtree(self.root / check_style_id(style), ignore_errors=True)

@@ -9,14 +9,14 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
+from shared.raster.paths import MAX_ID_CHARS
 
-__all__ = ["LANG_TOKEN", "StyleInfo", "check_lang", "read_style", "style_path"]
+__all__ = ["LANG_TOKEN", "StyleInfo", "check_style_id", "read_style", "style_path"]
 
 #: Written in a style's XML where the label language goes (``[name_{{lang}}]``); each
 #: rendering replaces it with the requested language.
 LANG_TOKEN = "{{lang}}"
-_STYLE_ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
-_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+_STYLE_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_ID_CHARS}}}$")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ class StyleInfo:
 _cache: dict[str, StyleInfo] = {}
 
 
+def check_style_id(style: str) -> str:
+    """Refuse what is not a style id: empty, too long, or with anything but base64url letters.
+
+    A style id names one folder of tiles and one XML file; this check is what keeps a name
+    from naming a parent folder (``""``, ``..``, ``a/b``).
+
+    Raises:
+        InvalidInputError: the name is not a style id.
+    """
+    if not _STYLE_ID.fullmatch(style):
+        raise InvalidInputError("a style is a layer id (URL-safe base64)", style=style[:64])
+    return style
+
+
 def style_path(mapnik_dir: Path, style: str) -> Path:
     """The XML file of ``style``.
 
@@ -41,22 +55,13 @@ def style_path(mapnik_dir: Path, style: str) -> Path:
         InvalidInputError: the name is not a style id.
         NotFoundError: no such style.
     """
-    if not _STYLE_ID.match(style):
-        raise InvalidInputError("a style is a layer id (URL-safe base64)", style=style[:64])
-    path = mapnik_dir / f"{style}.xml"
+    path = mapnik_dir / f"{check_style_id(style)}.xml"
     if not path.is_file():
         raise NotFoundError(
             f"no map configuration {style!r}: configure the raster first (gis-raster/<path>)",
             style=style,
         )
     return path
-
-
-def check_lang(lang: str) -> str:
-    """Refuse what is not a language tag (``en``, ``uk``, ``pt-BR``)."""
-    if not _LANG.match(lang):
-        raise InvalidInputError("lang must be a language tag such as en or pt-BR", lang=lang[:32])
-    return lang
 
 
 def read_style(mapnik_dir: Path, style: str) -> StyleInfo:

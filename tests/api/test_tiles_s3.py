@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from shared.errors import UnavailableError
+from shared.errors import InvalidInputError, UnavailableError
 from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer
 from shared.settings import Settings
@@ -143,8 +143,9 @@ def test_drop_style_removes_only_that_style(
 
         monkeypatch.setattr(store, "_delete", counting_delete)
         store.drop_style("dropme")
-        with pytest.raises(ValueError, match="not a style id"):
-            store.drop_style("")
+        for unsafe in ("", "..", "a/b", "x" * 300):
+            with pytest.raises(InvalidInputError, match="a style is a layer id"):
+                store.drop_style(unsafe)
     assert calls == [3, 3, 3, 3]
     remaining = keys(s3_url)
     assert not doomed & remaining

@@ -1,0 +1,122 @@
+"""Parameters given as text, parsed by one function each so one rule holds everywhere.
+
+The API reads them from query strings (``api/params.py``); the CLI and the domain use the same
+functions. Each refuses bad text with :class:`~shared.errors.InvalidInputError` naming the
+parameter.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+from pyproj import CRS, Transformer
+from pyproj.exceptions import CRSError
+
+from shared.errors import InvalidInputError
+
+__all__ = ["Bbox", "crs_valid_area", "parse_bbox", "parse_lang", "parse_srs"]
+
+Bbox = tuple[float, float, float, float]
+
+_SRS = re.compile(r"^(EPSG|ESRI):([0-9]{1,6})$", re.IGNORECASE)
+_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+_WGS84 = "EPSG:4326"
+#: A projected CRS is valid a little past its area of use: this share of the area's span.
+_MARGIN = 0.1
+
+
+def parse_lang(text: str, allowed: frozenset[str], parameter: str = "lang") -> str:
+    """A label language from ``allowed`` (``MAPSVC_LANGUAGES``).
+
+    Raises:
+        InvalidInputError: not a language tag, or not one the service serves.
+    """
+    if not _LANG.match(text):
+        raise InvalidInputError(
+            "lang must be a language tag such as en or pt-BR", parameter=parameter, lang=text[:32]
+        )
+    if text not in allowed:
+        raise InvalidInputError(
+            f"lang must be one of {','.join(sorted(allowed))}", parameter=parameter, lang=text
+        )
+    return text
+
+
+def parse_srs(text: str, parameter: str = "srs") -> str:
+    """A CRS named by an authority code (``EPSG:3857``), never a PROJ string; upper case.
+
+    Raises:
+        InvalidInputError: not ``EPSG:<code>`` (or ``ESRI:<code>``), or a code PROJ lacks.
+    """
+    match = _SRS.match(text)
+    if match is None:
+        raise InvalidInputError(
+            f"{parameter} must be an authority code such as EPSG:3857",
+            parameter=parameter,
+            value=text[:64],
+        )
+    srs = f"{match[1].upper()}:{int(match[2])}"
+    crs_valid_area(srs)  # a code PROJ does not know is refused here
+    return srs
+
+
+@functools.lru_cache(maxsize=256)
+def crs_valid_area(srs: str) -> Bbox:
+    """Where coordinates of ``srs`` make sense: its area of use, in its own units.
+
+    Geographic CRSs take the whole globe; projected ones their area of use plus a margin.
+
+    Raises:
+        InvalidInputError: PROJ does not know the code.
+    """
+    try:
+        crs = CRS.from_user_input(srs)
+    except CRSError:
+        raise InvalidInputError(f"unknown srs {srs!r}", parameter="srs", value=srs) from None
+    if crs.is_geographic:
+        return (-180.0, -90.0, 180.0, 90.0)
+    area = crs.area_of_use
+    west, south, east, north = area.bounds if area else (-180.0, -90.0, 180.0, 90.0)
+    transformer = Transformer.from_crs(_WGS84, crs, always_xy=True)
+    x0, y0, x1, y1 = transformer.transform_bounds(west, south, east, north, densify_pts=21)
+    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+        raise InvalidInputError(f"srs {srs!r} has no usable area", parameter="srs", value=srs)
+    dx, dy = (x1 - x0) * _MARGIN, (y1 - y0) * _MARGIN
+    return (x0 - dx, y0 - dy, x1 + dx, y1 + dy)
+
+
+def parse_bbox(text: str, parameter: str = "bbox", srs: str = _WGS84) -> Bbox:
+    """``minx,miny,maxx,maxy``: four finite numbers, min below max, inside the CRS's area.
+
+    Args:
+        text: the parameter's text.
+        parameter: its name, for the message.
+        srs: the CRS of the numbers (an authority code, see :func:`parse_srs`).
+
+    Raises:
+        InvalidInputError: not four numbers, not finite, min not below max, or outside the
+            valid area of ``srs``.
+    """
+    try:
+        x0, y0, x1, y1 = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InvalidInputError(
+            f"{parameter} must be minx,miny,maxx,maxy", parameter=parameter, value=text[:200]
+        ) from None
+    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)) or not (x0 < x1 and y0 < y1):
+        raise InvalidInputError(
+            f"{parameter} must be four finite numbers with min < max",
+            parameter=parameter,
+            value=text[:200],
+        )
+    ax0, ay0, ax1, ay1 = crs_valid_area(srs)
+    if not (ax0 <= x0 and ay0 <= y0 and x1 <= ax1 and y1 <= ay1):
+        raise InvalidInputError(
+            f"{parameter} lies outside the valid area of {srs}",
+            parameter=parameter,
+            value=text[:200],
+            valid=[round(v, 6) for v in (ax0, ay0, ax1, ay1)],
+        )
+    return x0, y0, x1, y1
