@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import redis.exceptions
 import sqlalchemy.exc
@@ -19,6 +20,7 @@ from shared.errors import (
     JobCancelledError,
     MapsvcError,
     NotFoundError,
+    PayloadTooLargeError,
     UnavailableError,
     UnprocessableError,
     UpstreamBadAnswerError,
@@ -41,6 +43,7 @@ STATUS: dict[type[MapsvcError], int] = {
     UnprocessableError: 422,
     UnavailableError: 503,
     ForbiddenError: 403,
+    PayloadTooLargeError: 413,
     # provider failures: 502 and the custom 52x codes (README "Provider errors")
     UpstreamError: 502,
     UpstreamBadAnswerError: 520,
@@ -77,7 +80,11 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     status = status_of(exc)
     if status >= 500:
         log.error("request %s: %s: %s", _request_id(request), exc.code, exc.message)
-    return error_response(request, status, exc.code, exc.message, exc.detail)
+    response = error_response(request, status, exc.code, exc.message, exc.detail)
+    retry_after = exc.detail.get("retry_after_s")
+    if isinstance(retry_after, int | float):  # a busy service says when to come back
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -131,4 +138,5 @@ def install_error_handlers(app: Starlette) -> None:
     app.add_exception_handler(BrokerError, _unavailable)
     app.add_exception_handler(sqlalchemy.exc.OperationalError, _unavailable)
     app.add_exception_handler(sqlalchemy.exc.InterfaceError, _unavailable)
+    app.add_exception_handler(sqlalchemy.exc.TimeoutError, _unavailable)  # pool exhausted
     app.add_exception_handler(Exception, _unhandled)

@@ -2,6 +2,7 @@
 
 MapsvcError                 code "internal"
 ├── InvalidInputError       "invalid-input"      the user's request cannot be understood
+│   └── PayloadTooLargeError "payload-too-large"  a body or a file is larger than allowed
 ├── NotFoundError           "not-found"          what the request names does not exist
 ├── ConflictError           "conflict"           the request clashes with current state
 ├── UnprocessableError      "unprocessable"      well-formed, but the data cannot be used
@@ -27,6 +28,7 @@ __all__ = [
     "JobCancelledError",
     "MapsvcError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "ProviderNotConfiguredError",
     "UnavailableError",
     "UnprocessableError",
@@ -64,6 +66,12 @@ class InvalidInputError(MapsvcError):
     code = "invalid-input"
 
 
+class PayloadTooLargeError(InvalidInputError):
+    """The request's body, one of its files, or a file it names is larger than allowed."""
+
+    code = "payload-too-large"
+
+
 class NotFoundError(MapsvcError):
     """The resource the request names does not exist."""
 
@@ -83,7 +91,10 @@ class UnprocessableError(MapsvcError):
 
 
 class UnavailableError(MapsvcError):
-    """A service the request needs (Redis, PostgreSQL, a worker) cannot be reached."""
+    """A service the request needs (Redis, PostgreSQL, a worker) cannot be reached, or is busy.
+
+    A ``retry_after_s`` detail becomes the response's ``Retry-After`` header.
+    """
 
     code = "unavailable"
 

@@ -12,11 +12,13 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Message
 
 from shared.convert.client import ConvertClient, PdfFile
 from shared.convert.merge import looks_like_pdf
-from shared.convert.paths import work_file
-from shared.errors import InvalidInputError, UnavailableError
+from shared.convert.paths import work_pdf
+from shared.errors import InvalidInputError, PayloadTooLargeError, UnavailableError
+from shared.settings import Settings
 
 __all__ = ["ROUTES"]
 
@@ -42,13 +44,17 @@ class PdfMergeParams:
         Raises:
             InvalidInputError: another content type, a file that is not a PDF, a path that is
                 absolute, has ``..`` or leads out of the work dir, a bad field.
+            PayloadTooLargeError: the body is over ``upload_max_bytes`` (refused before it is
+                read when its ``Content-Length`` says so), a file over ``upload_max_file_bytes``.
             NotFoundError: a path names no file.
         """
+        settings: Settings = request.app.state.settings
+        request = _capped(request, settings.upload_max_bytes)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "multipart/form-data":
-            params = await cls._from_form(request)
+            params = await cls._from_form(request, settings.upload_max_file_bytes)
         elif content_type == "application/json":
-            params = cls._from_json(await _json_body(request), request)
+            params = cls._from_json(await _json_body(request), settings)
         else:
             raise InvalidInputError(
                 "send PDFs as multipart/form-data, or a JSON list of work-dir paths",
@@ -60,13 +66,21 @@ class PdfMergeParams:
         return params
 
     @classmethod
-    async def _from_form(cls, request: Request) -> PdfMergeParams:
+    async def _from_form(cls, request: Request, max_file_bytes: int) -> PdfMergeParams:
         files: list[PdfFile] = []
         output_name, metadata = "", None
         async with request.form(max_files=MAX_FILES, max_part_size=_MAX_FIELD_BYTES) as form:
             for key, value in form.multi_items():
                 if isinstance(value, UploadFile):
                     name = value.filename or f"file {len(files) + 1}"
+                    if value.size is not None and value.size > max_file_bytes:
+                        raise PayloadTooLargeError(
+                            f"{name} is larger than {max_file_bytes} bytes"
+                            " (MAPSVC_UPLOAD_MAX_FILE_BYTES)",
+                            parameter=key,
+                            file=name,
+                            limit_bytes=max_file_bytes,
+                        )
                     data = await value.read()
                     if not looks_like_pdf(data):
                         raise InvalidInputError(f"{name} is not a PDF", parameter=key, file=name)
@@ -80,7 +94,7 @@ class PdfMergeParams:
         return cls(tuple(files), output_name, metadata)
 
     @classmethod
-    def _from_json(cls, body: Any, request: Request) -> PdfMergeParams:
+    def _from_json(cls, body: Any, settings: Settings) -> PdfMergeParams:
         if isinstance(body, list):
             body = {"paths": body}
         if not isinstance(body, dict) or not isinstance(body.get("paths"), list):
@@ -94,14 +108,44 @@ class PdfMergeParams:
         paths = body["paths"]
         if len(paths) > MAX_FILES or not all(isinstance(p, str) for p in paths):
             raise InvalidInputError(f"paths must be at most {MAX_FILES} strings", parameter="paths")
-        work_dir = request.app.state.settings.work_dir
         for path in paths:
-            work_file(work_dir, path)  # refuse escapes here; the server checks again
+            # refuse escapes, large files and non-PDFs here (reading 1 KiB of each); the
+            # server checks again before it reads a file
+            work_pdf(settings.work_dir, path, settings.upload_max_file_bytes)
         output_name = body.get("output_name", "")
         if not isinstance(output_name, str):
             raise InvalidInputError("output_name must be a string", parameter="output_name")
         metadata = _metadata(body["metadata"]) if "metadata" in body else None
         return cls(tuple(PdfFile(name=p, path=p) for p in paths), output_name, metadata)
+
+
+def _capped(request: Request, max_bytes: int) -> Request:
+    """``request`` with its body capped at ``max_bytes`` (a 413 ``PayloadTooLargeError``).
+
+    Refused at once when ``Content-Length`` is over the cap, before a byte is read; else as
+    soon as the bytes received (a chunked body, say) pass it, and nothing more is read.
+    """
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        raise _body_too_large(max_bytes)
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        received += len(message.get("body", b""))
+        if received > max_bytes:
+            raise _body_too_large(max_bytes)
+        return message
+
+    return Request(request.scope, receive)
+
+
+def _body_too_large(max_bytes: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(
+        f"the request body is larger than {max_bytes} bytes (MAPSVC_UPLOAD_MAX_BYTES)",
+        limit_bytes=max_bytes,
+    )
 
 
 async def _json_body(request: Request) -> Any:

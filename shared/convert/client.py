@@ -22,6 +22,7 @@ from shared.errors import (
     InvalidInputError,
     MapsvcError,
     NotFoundError,
+    PayloadTooLargeError,
     UnavailableError,
 )
 from shared.settings import Settings
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("mapsvc.convert")
+
+#: the details of grpc's RESOURCE_EXHAUSTED when a server takes no more concurrent calls
+_BUSY_DETAILS = "Concurrent RPC limit exceeded!"
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,6 @@ class ConvertClient:
         self.address = address
         self._token = token
         self._timeout_s = timeout_s
-        self._max_bytes = max_message_bytes
         self._channel = grpc.aio.insecure_channel(
             address, options=message_options(max_message_bytes)
         )
@@ -176,10 +179,12 @@ class ConvertClient:
             The merged PDF, its page count and size.
 
         Raises:
-            InvalidInputError: a file is not a readable PDF, is encrypted, or the request is
-                larger than the message limit (``detail.grpc_status`` tells).
+            InvalidInputError: a file is not a readable PDF or is encrypted.
+            PayloadTooLargeError: the request or the merged PDF is larger than the message
+                limit, a file or all files together are over the server's upload limits.
             NotFoundError: a path names no file.
-            UnavailableError: the server cannot be reached, or refused the access token.
+            UnavailableError: the server cannot be reached, is busy (all its workers and
+                waiting places taken), or refused the access token.
             MapsvcError: any other failure of the call.
         """
         request = convert_pb2.PdfMergeRequest(
@@ -206,11 +211,12 @@ class ConvertClient:
             return InvalidInputError(details, **detail)
         if code == grpc.StatusCode.NOT_FOUND:
             return NotFoundError(details, **detail)
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and details == _BUSY_DETAILS:
+            log.warning("convert service at %s is busy: %s", self.address, details)
+            return UnavailableError("convert service busy; try again later", **detail)
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-            return InvalidInputError(
-                f"the PDFs are too large for the convert service: {details}",
-                limit_bytes=self._max_bytes,
-                **detail,
+            return PayloadTooLargeError(
+                f"the PDFs are too large for the convert service: {details}", **detail
             )
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             log.warning("convert service at %s: %s: %s", self.address, code.name, details)

@@ -13,12 +13,12 @@ from pypdf.errors import DependencyError, PyPdfError
 
 from shared.errors import InvalidInputError
 
-__all__ = ["MergedPdf", "looks_like_pdf", "merge_pdfs"]
+__all__ = ["HEADER_WINDOW", "MergedPdf", "looks_like_pdf", "merge_pdfs"]
 
 log = logging.getLogger("mapsvc.convert")
 
 #: a PDF may carry a little junk before its header; readers look this far for it
-_HEADER_WINDOW = 1024
+HEADER_WINDOW = 1024
 _INFO_KEY = re.compile(r"^/?[A-Za-z][A-Za-z0-9]{0,63}$")
 
 
@@ -32,7 +32,7 @@ class MergedPdf:
 
 def looks_like_pdf(data: bytes) -> bool:
     """Whether ``data`` starts like a PDF (``%PDF-`` within its first kilobyte)."""
-    return b"%PDF-" in data[:_HEADER_WINDOW]
+    return b"%PDF-" in data[:HEADER_WINDOW]
 
 
 def merge_pdfs(

@@ -17,7 +17,7 @@ import grpc
 
 from shared.convert._pb import convert_pb2, convert_pb2_grpc
 from shared.convert.merge import merge_pdfs
-from shared.convert.paths import work_file
+from shared.convert.paths import read_work_pdf
 from shared.convert.wire import (
     AUTHORIZATION_KEY,
     MAX_WORKERS,
@@ -25,7 +25,7 @@ from shared.convert.wire import (
     bearer,
     message_options,
 )
-from shared.errors import InvalidInputError, NotFoundError
+from shared.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
 from shared.settings import Settings
 
 __all__ = ["SHUTDOWN_GRACE_S", "CallStats", "ConvertServicer", "build_server", "serve"]
@@ -83,7 +83,8 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
         """Serve with these settings.
 
         Args:
-            settings: the work dir, access token and message limit are taken from them.
+            settings: the work dir, access token, message and upload limits are taken from
+                them.
             on_file: called with the index and name of each file before it is merged, in the
                 worker thread (a hook for observing or slowing calls down).
         """
@@ -91,6 +92,8 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
         token = settings.convert_token
         self._auth = bearer(token.get_secret_value()) if token is not None else None
         self._max_bytes = settings.convert_max_message_bytes
+        self._max_file_bytes = settings.upload_max_file_bytes
+        self._max_total_bytes = settings.upload_max_bytes
         self._on_file = on_file
         self.stats = CallStats()
 
@@ -120,6 +123,8 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
                     grpc.StatusCode.CANCELLED,
                     f"pdfMerge cancelled by the client after {exc.done} of {total} files",
                 )
+            except PayloadTooLargeError as exc:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.message)
             except NotFoundError as exc:
                 context.abort(grpc.StatusCode.NOT_FOUND, exc.message)
             except InvalidInputError as exc:
@@ -146,16 +151,26 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
         )
 
     def _inputs(self, request: convert_pb2.PdfMergeRequest) -> Iterator[tuple[str, bytes]]:
-        # read one file at a time, so a path's bytes are loaded only when its turn comes
+        # read one file at a time, so a path's bytes are loaded only when its turn comes,
+        # and only once its size and header are checked
+        total = 0
         for index, source in enumerate(request.files):
             kind = source.WhichOneof("source")
             if kind == "data":
-                yield source.name or f"file {index + 1}", source.data
+                name, data = source.name or f"file {index + 1}", source.data
             elif kind == "path":
                 name = source.name or source.path
-                yield name, work_file(self._work_dir, source.path).read_bytes()
+                data = read_work_pdf(self._work_dir, source.path, self._max_file_bytes)
             else:
                 raise InvalidInputError(f"file {index + 1} has neither data nor path")
+            total += len(data)
+            if total > self._max_total_bytes:
+                raise PayloadTooLargeError(
+                    f"the PDFs total more than {self._max_total_bytes} bytes"
+                    " (MAPSVC_UPLOAD_MAX_BYTES)",
+                    limit_bytes=self._max_total_bytes,
+                )
+            yield name, data
 
     def _checkpoint(self, context: grpc.ServicerContext) -> Callable[[int, str], None]:
         def before_file(index: int, name: str) -> None:
@@ -171,15 +186,18 @@ def build_server(
     settings: Settings,
     port: int,
     *,
-    host: str = "[::]",
+    host: str | None = None,
     servicer: ConvertServicer | None = None,
 ) -> tuple[grpc.Server, int]:
     """A Convert server, not started yet: plaintext, 10 workers, the message limits.
 
+    At most ``10 + convert_max_pending`` calls are taken at once: 10 run, the others wait
+    for a worker, and gRPC refuses any more with ``RESOURCE_EXHAUSTED``.
+
     Args:
-        settings: the settings of the servicer and the message limit.
+        settings: the settings of the servicer, the message limit and the queue length.
         port: the port to listen on (0 picks a free one).
-        host: the address to bind (all interfaces by default).
+        host: the address to bind (``settings.convert_bind`` when None: loopback by default).
         servicer: the servicer to use (made from the settings when None).
 
     Returns:
@@ -188,10 +206,16 @@ def build_server(
     server = grpc.server(
         ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="convert"),
         options=message_options(settings.convert_max_message_bytes),
+        maximum_concurrent_rpcs=MAX_WORKERS + settings.convert_max_pending,
     )
     convert_pb2_grpc.add_ConvertServicer_to_server(servicer or ConvertServicer(settings), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    bound = server.add_insecure_port(f"{_bind_host(host or settings.convert_bind)}:{port}")
     return server, bound
+
+
+def _bind_host(host: str) -> str:
+    """``host`` as it goes before ``:<port>``: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def serve(settings: Settings, port: int | None = None) -> int:
@@ -207,9 +231,12 @@ def serve(settings: Settings, port: int | None = None) -> int:
     server, bound = build_server(settings, settings.convert_port if port is None else port)
     server.start()
     log.info(
-        "convert server listening on [::]:%d (plaintext, %d workers, messages up to %d bytes)",
+        "convert server listening on %s:%d (plaintext, %d workers, %d waiting at most,"
+        " messages up to %d bytes)",
+        _bind_host(settings.convert_bind),
         bound,
         MAX_WORKERS,
+        settings.convert_max_pending,
         settings.convert_max_message_bytes,
     )
 

@@ -10,8 +10,10 @@ Safe by construction:
   it checked: a DNS answer that changes between check and connect cannot slip through;
 - redirects are followed by hand, each target checked like the first URL;
 - the body is streamed with a size cap and the whole fetch with a time cap;
+- only answers of an allowed media type are relayed (images, JSON, XML, vector tiles, plain
+  text by default); HTML and JavaScript never, whatever the settings say;
 - only a few request headers are sent (never the client's cookies or credentials), and
-  hop-by-hop and credential headers of the answer are dropped.
+  hop-by-hop, credential and CORS headers of the answer are dropped (CORS is ours to set).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ import httpx
 from httpcore import AsyncNetworkBackend, AsyncNetworkStream
 from httpcore._backends.auto import AutoBackend
 
-from shared.errors import ForbiddenError, InvalidInputError, UpstreamError
+from shared.errors import (
+    ForbiddenError,
+    InvalidInputError,
+    UpstreamBadAnswerError,
+    UpstreamError,
+)
 from shared.providers.upstream import USER_AGENT, upstream_error
 from shared.settings import Settings
 
@@ -57,17 +64,35 @@ _CREDENTIALS = {"set-cookie", "set-cookie2", "cookie", "authorization", "www-aut
 #: request headers of the client passed on (nothing that identifies or authenticates it)
 _FORWARDED = ("accept", "accept-language", "if-none-match", "if-modified-since", "range")
 _REDIRECTS = {301, 302, 303, 307, 308}
+#: answers without a body, relayed whatever their media type
+_BODYLESS = {204, 304}
+#: media types a browser runs as a page or a script: never served from our origin
+_NEVER_RELAYED = frozenset(
+    {
+        "text/html",
+        "application/xhtml+xml",
+        "text/javascript",
+        "application/javascript",
+        "application/x-javascript",
+        "application/ecmascript",
+        "text/ecmascript",
+    }
+)
 
 
 @dataclass(frozen=True)
 class ProxyPolicy:
-    """What the proxy may fetch: allowed hosts, trusted addresses, size and time caps."""
+    """What the proxy may fetch and relay, and to which origins (CORS)."""
 
     allow_hosts: frozenset[str]
     trusted: frozenset[tuple[str, int]] = frozenset()
     max_bytes: int = 20 * 1024 * 1024
     timeout_s: float = 30.0
     max_redirects: int = 5
+    #: media types relayed: ``type/sub``, ``type/*``, ``type/*+suffix``
+    content_types: frozenset[str] = frozenset()
+    #: origins a browser may read answers from; ``*`` any
+    cors_origins: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProxyPolicy:
@@ -91,6 +116,8 @@ class ProxyPolicy:
             max_bytes=settings.proxy_max_bytes,
             timeout_s=settings.proxy_timeout_s,
             max_redirects=settings.proxy_max_redirects,
+            content_types=frozenset(t.lower() for t in _split(settings.proxy_content_types)),
+            cors_origins=frozenset(o.rstrip("/") for o in _split(settings.proxy_cors_origins)),
         )
 
     def host_allowed(self, host: str) -> bool:
@@ -102,9 +129,30 @@ class ProxyPolicy:
             entry.startswith("*.") and host.endswith(entry[1:]) for entry in self.allow_hosts
         )
 
+    def type_allowed(self, content_type: str | None) -> bool:
+        """Whether an answer of this ``Content-Type`` is relayed (none: not relayed)."""
+        media = _media_type(content_type)
+        if not media or media in _NEVER_RELAYED:
+            return False
+        kind, _, sub = media.partition("/")
+        patterns = {media, f"{kind}/*"}
+        if "+" in sub:
+            patterns.add(f"{kind}/*+{sub.rpartition('+')[2]}")
+        return not patterns.isdisjoint(self.content_types)
+
+    def cors_origin(self, origin: str | None) -> str | None:
+        """The ``Access-Control-Allow-Origin`` of an answer to ``origin``; None: send none."""
+        if "*" in self.cors_origins:
+            return "*"
+        return origin if origin is not None and origin in self.cors_origins else None
+
 
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
 
 
 def address_is_public(address: str) -> bool:
@@ -285,10 +333,20 @@ async def _relay(response: httpx.Response, policy: ProxyPolicy, deadline: float)
             provider="proxy",
             max_bytes=policy.max_bytes,
         )
+    content_type = response.headers.get("content-type")
+    if response.status_code not in _BODYLESS and not policy.type_allowed(content_type):
+        await response.aclose()
+        raise UpstreamBadAnswerError(
+            f"the proxy does not relay {_media_type(content_type) or 'an untyped answer'}"
+            " (MAPSVC_PROXY_CONTENT_TYPES)",
+            provider="proxy",
+            status=response.status_code,
+            content_type=content_type or "",
+        )
     headers = {
         k: v
         for k, v in response.headers.items()
-        if k.lower() not in _HOP_BY_HOP and k.lower() not in _CREDENTIALS
+        if k not in _HOP_BY_HOP and k not in _CREDENTIALS and not k.startswith("access-control-")
     }
     return ProxiedResponse(
         response.status_code, headers, _stream(response, policy, deadline), response.aclose

@@ -41,7 +41,7 @@ def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
 
     try:
         assert asyncio.run(merge_when_up()) == [(120, 80, "one")] * 2
-        assert f"listening on [::]:{port}" in log.read_text()
+        assert f"listening on 127.0.0.1:{port}" in log.read_text()  # loopback by default
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0, log.read_text()

@@ -521,6 +521,17 @@ async def proxied_missing(request: Request) -> Response:
     return PlainTextResponse("no such layer", status_code=404)
 
 
+async def proxied_typed(request: Request) -> Response:
+    """``body`` as media type ``type`` (none when empty), with CORS headers of its own."""
+    _record("proxy", request)
+    return Response(
+        request.query_params.get("body", ""),
+        status_code=int(request.query_params.get("status", "200")),
+        media_type=request.query_params.get("type") or None,
+        headers={"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": "true"},
+    )
+
+
 def fake_app() -> Starlette:
     """The app of every fake provider, each under its own prefix."""
     return Starlette(
@@ -542,6 +553,7 @@ def fake_app() -> Starlette:
             Route("/proxy/big", proxied_big),
             Route("/proxy/slow", proxied_slow),
             Route("/proxy/missing", proxied_missing),
+            Route("/proxy/typed", proxied_typed),
         ]
     )
 
