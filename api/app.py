@@ -13,7 +13,7 @@ from starlette.routing import Mount
 
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
-from api.middleware import RequestIdMiddleware
+from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.routes import ROUTES
 from shared.convert.client import convert_client
 from shared.jobs import JobStore
@@ -22,7 +22,7 @@ from shared.providers.proxy import ProxyPolicy, make_proxy_client
 from shared.providers.upstream import Upstream, make_http_client
 from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
-from shared.tiles.pool import RenderPool
+from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.service import TileService
 from shared.tiles.stores import tile_stores
 from shared.vector.cache import VectorCache
@@ -55,14 +55,22 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.vector_config,
             settings.vector_catalog_ttl_s,
         )
-        state.vector_cache = VectorCache(state.aredis, settings.vtile_cache_ttl_s)
+        state.vector_cache = VectorCache(
+            state.aredis, settings.vtile_cache_ttl_s, settings.vector_cache_max_bytes
+        )
         state.celery = make_celery_client(settings)
         state.jobs = JobService(
             settings, JobStore(state.redis, settings), state.aredis, state.celery
         )
         state.convert = convert_client(settings)  # None when the address is not configured
         mapnik_dir = settings.work_dir / "map" / "mapnik"
-        state.render_pool = RenderPool(mapnik_dir, settings.render_processes or os.cpu_count() or 1)
+        state.render_pool = RenderPool(
+            mapnik_dir,
+            settings.render_processes or os.cpu_count() or 1,
+            limits=RenderLimits(
+                settings.render_queue_max, settings.render_max_large, settings.render_timeout_s
+            ),
+        )
         state.tiles = TileService(mapnik_dir, state.render_pool)
         state.tile_stores = tile_stores(settings)
         state.file_tiles = state.tile_stores.file
@@ -83,6 +91,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if state.convert is not None:
                 await state.convert.close()
             state.celery.close()
+            await state.jobs.aclose()
             await state.db.dispose()
             await state.aredis.aclose()
             state.redis.close()
@@ -92,7 +101,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Mount("/api-user", routes=ROUTES, name="api-user"),
             Mount("/api/v1", routes=ROUTES, name="api-v1"),
         ],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),
+        ],
         lifespan=lifespan,
     )
     app.state.settings = settings

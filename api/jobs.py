@@ -3,6 +3,10 @@
 A heavy endpoint enqueues a job and waits for it up to ``MAPSVC_JOB_WAIT_S``: finished in time,
 it answers the job's result (or its error); otherwise ``202`` with the job descriptor, whose
 ``links`` point at the job and its event stream. ``?async=1`` answers ``202`` at once.
+
+Waits and event streams block on Redis reads: they take their connections from a bounded pool of
+their own (``MAPSVC_STREAM_REDIS_MAX_CONNECTIONS``), so they never take those of other requests;
+when the pool is exhausted they are refused with ``503`` and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import re
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -29,10 +35,12 @@ from shared.errors import (
     InvalidInputError,
     JobCancelledError,
     NotFoundError,
+    UnavailableError,
     error_from_code,
 )
 from shared.jobs import FINISH_CANCELLED, FINISH_ERROR, JobRecord, JobStore
 from shared.queues import celery_config
+from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
 
 __all__ = ["JobService", "api_prefix", "check_job_id", "make_celery_client"]
@@ -49,6 +57,8 @@ _CELERY_STATES = {
     "REVOKED": "cancelled",
 }
 _TICK_S = 1.0
+#: what a client refused for want of a free SSE slot is told to wait
+_SSE_RETRY_AFTER_S = 5
 
 
 def make_celery_client(settings: Settings) -> Celery:
@@ -77,7 +87,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 class JobService:
-    """The API's side of the job pipeline."""
+    """The API's side of the job pipeline (one per API process)."""
 
     def __init__(
         self, settings: Settings, store: JobStore, aredis: aioredis.Redis, celery: Celery
@@ -86,9 +96,48 @@ class JobService:
         self.store = store
         self.aredis = aredis
         self.celery = celery
+        #: connections of the waits and event streams, apart from ``aredis``
+        self.stream_pool = blocking_pool(
+            settings.redis_url,
+            max_connections=settings.stream_redis_max_connections,
+            timeout_s=settings.stream_redis_wait_s,
+        )
+        self.open_streams = 0
+
+    async def aclose(self) -> None:
+        """Close the connections of the stream pool."""
+        await self.stream_pool.aclose()
+
+    @asynccontextmanager
+    async def event_stream(self) -> AsyncIterator[aioredis.Redis]:
+        """One SSE stream's slot and the Redis client it reads through, for the block.
+
+        Raises:
+            UnavailableError: ``MAPSVC_SSE_MAX_STREAMS`` streams are open in this process, or
+                the stream pool has no free connection (both with ``retry_after_s``).
+        """
+        limit = self.settings.sse_max_streams
+        if self.open_streams >= limit:
+            raise UnavailableError(
+                f"{limit} event streams are open, the most this process serves; try again later",
+                retry_after_s=_SSE_RETRY_AFTER_S,
+                limit=limit,
+            )
+        self.open_streams += 1
+        try:
+            async with held_client(self.stream_pool) as client:
+                yield client
+        finally:
+            self.open_streams -= 1
 
     async def enqueue(
-        self, kind: str, task_name: str, params: dict[str, Any], *, dedup: bool = False
+        self,
+        kind: str,
+        task_name: str,
+        params: dict[str, Any],
+        *,
+        dedup: bool = False,
+        job_id: str | None = None,
     ) -> str:
         """Record a job and send its task; with ``dedup``, join an unfinished identical job.
 
@@ -97,14 +146,17 @@ class JobService:
             task_name: the stable name of the Celery task.
             params: keyword arguments of the task (JSON).
             dedup: reuse the job already running with the same kind and parameters.
+            job_id: the id of the new job, when the caller chose it (to lock on it first).
 
         Returns:
             The job id.
         """
-        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup)
+        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup, job_id)
 
-    def _enqueue(self, kind: str, task_name: str, params: dict[str, Any], dedup: bool) -> str:
-        job_id = str(uuid.uuid4())
+    def _enqueue(
+        self, kind: str, task_name: str, params: dict[str, Any], dedup: bool, job_id: str | None
+    ) -> str:
+        job_id = job_id or str(uuid.uuid4())
         if dedup:
             digest = hashlib.sha1(
                 json.dumps([kind, params], sort_keys=True).encode(), usedforsecurity=False
@@ -159,7 +211,9 @@ class JobService:
 
         A job whose worker process died twice, or that was revoked before a worker ran it,
         ends in Celery without the job writing its final line: this writes it, so that no job
-        stays "running" and every event stream ends.
+        stays "running" and every event stream ends. A started job silent for
+        ``MAPSVC_JOB_STALL_S`` (its worker vanished, its fan-out stalled) is ended as failed,
+        as the workers' watchdog would (:meth:`shared.jobs.JobStore.end_if_stalled`).
         """
         record = self.store.get(job_id)
         if record is None:
@@ -175,7 +229,7 @@ class JobService:
             self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}", error)
         elif result.state == "REVOKED":
             self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
-        else:
+        elif not self.store.end_if_stalled(record, self.settings.job_stall_s):
             return record
         return self.store.get(job_id) or record
 
@@ -202,13 +256,19 @@ class JobService:
             return True
         return False
 
-    async def wait_final(self, job_id: str, timeout_s: float) -> bool:
-        """Wait until the job has its final line; False when ``timeout_s`` passes first."""
+    async def wait_final(self, client: aioredis.Redis, job_id: str, timeout_s: float) -> bool:
+        """Wait until the job has its final line; False when ``timeout_s`` passes first.
+
+        Args:
+            client: a client of the stream pool (it blocks on the job's stream).
+            job_id: the job.
+            timeout_s: longest wait.
+        """
         if timeout_s <= 0:
-            return False
+            return False  # a block of 0 would be XREAD BLOCK 0: for ever
         deadline = time.monotonic() + timeout_s
         stream = events.job_stream(job_id)
-        async for event in events.follow(self.aredis, stream, "0", block_s=min(_TICK_S, timeout_s)):
+        async for event in events.follow(client, stream, "0", block_s=min(_TICK_S, timeout_s)):
             if event is not None and event.final:
                 return True
             if time.monotonic() >= deadline:
@@ -225,17 +285,26 @@ class JobService:
         params: dict[str, Any],
         *,
         dedup: bool = False,
+        job_id: str | None = None,
     ) -> Response:
         """The heavy-endpoint reply: the job's result when it ends in time, else ``202``.
 
         Raises:
             MapsvcError: the job failed in time; its error, with the job id in the detail.
+            UnavailableError: the stream pool has no connection to wait with; nothing was
+                enqueued (503 with ``Retry-After``).
         """
         prefix = api_prefix(request)
-        run_async = flag(request, "async")
-        job_id = await self.enqueue(kind, task_name, params, dedup=dedup)
+        ended = False
+        if flag(request, "async") or self.settings.job_wait_s <= 0:
+            job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
+        else:
+            # the connection first: when there is none, the job is refused, not left unwatched
+            async with held_client(self.stream_pool) as client:
+                job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
+                ended = await self.wait_final(client, job_id, self.settings.job_wait_s)
         headers = {"X-Job-ID": job_id}
-        if not run_async and await self.wait_final(job_id, self.settings.job_wait_s):
+        if ended:
             job = await self.describe(job_id, prefix)
             if job["state"] == "succeeded":
                 return JSONResponse(job["result"], headers=headers)

@@ -8,6 +8,7 @@ late or reconnects with ``Last-Event-ID`` replays what it missed and then follow
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,18 +16,24 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from shared.errors import InvalidInputError
+
 __all__ = [
     "ALL_JOBS_STREAM",
     "JobEvent",
     "follow",
     "claim_final",
     "job_stream",
+    "last_entry",
+    "parse_entry_id",
     "publish",
 ]
 
 #: The stream of every job's lines, the spec's event stream.
 ALL_JOBS_STREAM = "mapsvc:events"
 _ALL_JOBS_MAXLEN = 50000
+_ENTRY_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+_MAX_ID_PART = 2**64 - 1  # each part of a Redis stream entry id is an unsigned 64-bit number
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,30 @@ class JobEvent:
 def job_stream(job_id: str) -> str:
     """Redis key of the stream of one job's lines."""
     return f"mapsvc:job:{job_id}:events"
+
+
+def parse_entry_id(entry_id: str) -> tuple[int, int]:
+    """The two numbers of a stream entry id, ``<ms>-<seq>`` (a bare ``<ms>`` has ``seq`` 0).
+
+    Raises:
+        InvalidInputError: not an entry id, or a part beyond 2^64-1.
+    """
+    match = _ENTRY_ID.fullmatch(entry_id)
+    parts = (int(match[1]), int(match[2] or 0)) if match else None
+    if parts is None or max(parts) > _MAX_ID_PART:
+        raise InvalidInputError(
+            "an event id is <ms>-<seq>, two numbers up to 2^64-1", value=entry_id[:64]
+        )
+    return parts
+
+
+async def last_entry(client: aioredis.Redis, stream: str) -> JobEvent | None:
+    """The last line of a stream, or None when it has none."""
+    reply: Any = await client.xrevrange(stream, count=1)
+    if not reply:
+        return None
+    entry_id, fields = reply[0]
+    return JobEvent(entry_id, fields["job"], fields["text"], fields["final"] == "1")
 
 
 def _final_guard(job_id: str) -> str:

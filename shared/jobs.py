@@ -1,8 +1,13 @@
 """Job records and the reporter a running job talks through.
 
 A job is a Celery task id. Besides Celery's own state, the service keeps a small record per job
-in Redis (kind, parameters, times, progress, the error message fit for a user, a cancel flag),
-with the same TTL as the job's event lines. Whoever reads a job combines the two.
+in Redis (kind, parameters, times, progress, the error message fit for a user, a cancel flag, the
+time of its last line), kept as long as the job's event lines: every write renews its TTL, and
+nothing writes a record that does not exist. Whoever reads a job combines the two.
+
+A started job that writes no line for ``MAPSVC_JOB_STALL_S`` has lost its worker (or its fan-out
+stalled): :meth:`JobStore.end_if_stalled` ends it as failed, once, whoever notices first (the API
+reading the job, or the workers' periodic watchdog).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, cast
 import redis
 
 from shared import events
-from shared.errors import JobCancelledError, MapsvcError
+from shared.errors import JobCancelledError, MapsvcError, UnavailableError
 from shared.settings import Settings
 
 __all__ = [
@@ -47,6 +52,27 @@ def _record_key(job_id: str) -> str:
     return f"mapsvc:job:{job_id}"
 
 
+#: every record key (job ids are UUIDs), not the keys of their streams and guards
+_RECORD_PATTERN = _record_key("????????-????-????-????-????????????")
+
+# KEYS: a job record. ARGV: its TTL, then field, value pairs. Writes only a record that exists
+# (a write after it expired would leave a partial record with no TTL); returns whether it did.
+_UPDATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+
+# KEYS: a job record. ARGV: its TTL. Counts a start in a record that exists; else returns 0.
+_COUNT_ATTEMPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return attempts
+"""
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """What the service knows of a job besides Celery's state."""
@@ -64,6 +90,8 @@ class JobRecord:
     result: Any
     error: dict[str, Any] | None
     worker: str | None
+    heartbeat: float | None
+    """When the job last started or wrote a line (None: not started)."""
 
 
 def _float(value: str | None) -> float | None:
@@ -77,6 +105,8 @@ class JobStore:
         self.client = client
         self.ttl_s = settings.events_ttl_s
         self.maxlen = settings.events_maxlen
+        self._update = client.register_script(_UPDATE)
+        self._count_attempt = client.register_script(_COUNT_ATTEMPT)
 
     def create(self, job_id: str, kind: str, params: dict[str, Any]) -> None:
         """Record a job as it is enqueued."""
@@ -106,17 +136,17 @@ class JobStore:
             result=json.loads(data["result"]) if "result" in data else None,
             error=json.loads(data["error"]) if data.get("error") else None,
             worker=data.get("worker"),
+            heartbeat=_float(data.get("beat")),
         )
 
     def update(self, job_id: str, **fields: str | float) -> None:
-        """Set fields of a job's record (only on a record that exists)."""
-        key = _record_key(job_id)
-        if self.client.exists(key):
-            self.client.hset(key, mapping={str(k): str(v) for k, v in fields.items()})
+        """Set fields of a job's record and renew its TTL (only on a record that exists)."""
+        pairs = [str(part) for item in fields.items() for part in item]
+        self._update(keys=[_record_key(job_id)], args=[self.ttl_s, *pairs])
 
     def count_attempt(self, job_id: str) -> int:
-        """Count one more start of a job; returns how many times it has been started."""
-        attempts: int = self.client.hincrby(_record_key(job_id), "attempts", 1)
+        """Count one more start of a job; how many times it has been started (0: no record)."""
+        attempts: int = self._count_attempt(keys=[_record_key(job_id)], args=[self.ttl_s])
         return attempts
 
     def request_cancel(self, job_id: str) -> None:
@@ -124,14 +154,54 @@ class JobStore:
         self.update(job_id, cancel="1")
 
     def cancel_requested(self, job_id: str) -> bool:
-        """Whether a user asked to cancel the job."""
-        return self.client.hget(_record_key(job_id), "cancel") == "1"
+        """Whether the job must stop: a user asked to cancel it, or it has already ended.
+
+        A job ends without its worker when the watchdog ends it as stalled; the worker, should
+        it still be running, then stops at its next line instead of writing after the end.
+        """
+        cancel, outcome = self.client.hmget(_record_key(job_id), ["cancel", "outcome"])
+        return cancel == "1" or outcome is not None
 
     def publish(self, job_id: str, text: str) -> str:
         """Write one progress line of a job (see :func:`shared.events.publish`)."""
         entry = events.publish(self.client, job_id, text, ttl_s=self.ttl_s, maxlen=self.maxlen)
-        self.update(job_id, last_line=text)
+        self.update(job_id, last_line=text, beat=time.time())
         return entry
+
+    def end_if_stalled(self, record: JobRecord, stall_s: float) -> bool:
+        """End a started job that wrote no line for ``stall_s``, as failed, with a final line.
+
+        Its worker process vanished (killed with the whole worker, say, so Celery does not know
+        before its visibility timeout) or the tasks it fanned out stopped. Only the first end of
+        a job counts (see :meth:`finish`), so whoever notices first ends it.
+
+        Args:
+            record: the job's record, as read.
+            stall_s: the longest silence of a running job.
+
+        Returns:
+            Whether this call ended the job.
+        """
+        if record.outcome is not None or record.heartbeat is None:
+            return False
+        silent_s = time.time() - record.heartbeat
+        if silent_s < stall_s:
+            return False
+        message = (
+            f"the job stalled: no progress line for {int(silent_s)} s (limit {stall_s:g} s);"
+            f" its worker ({record.worker or 'unknown'}) is gone or the tasks it started stopped"
+        )
+        error = UnavailableError(message, silent_s=int(silent_s))
+        return self.finish(record.id, "failed", f"{FINISH_ERROR}: {message}", error) is not None
+
+    def end_stalled(self, stall_s: float) -> list[str]:
+        """End every stalled job (see :meth:`end_if_stalled`); the ids of those it ended."""
+        ended = []
+        for key in self.client.scan_iter(match=_RECORD_PATTERN, count=1000, _type="HASH"):
+            record = self.get(str(key).rsplit(":", 1)[1])
+            if record is not None and self.end_if_stalled(record, stall_s):
+                ended.append(record.id)
+        return ended
 
     def finish(
         self, job_id: str, outcome: str, text: str, error: MapsvcError | None = None
@@ -165,8 +235,8 @@ class JobStore:
 class JobReporter:
     """How a running job reports: text lines with the elapsed milliseconds, and progress.
 
-    Every line first checks the cancel flag, so a cancelled job stops at its next line with
-    :class:`~shared.errors.JobCancelledError`.
+    Every line first checks the cancel flag and the outcome, so a cancelled job (or one the
+    watchdog already ended) stops at its next line with :class:`~shared.errors.JobCancelledError`.
     """
 
     def __init__(self, store: JobStore, job_id: str, started: float | None = None) -> None:
@@ -195,7 +265,8 @@ class JobReporter:
             elapsed: append `` <ms>ms`` (the spec's "elapsed time in milliseconds").
 
         Raises:
-            JobCancelledError: a user cancelled the job.
+            JobCancelledError: a user cancelled the job, or it has already ended (the
+                watchdog ended it as stalled).
         """
         if self.store.cancel_requested(self.job_id):
             raise JobCancelledError("the job was cancelled")
@@ -210,7 +281,7 @@ class JobReporter:
     def start(self, worker: str) -> None:
         """Mark the job as started (again, when a worker re-runs it) by ``worker``."""
         self._t0 = time.time()
-        self.store.update(self.job_id, started=self._t0, worker=worker, progress=0.0)
+        self.store.update(self.job_id, started=self._t0, beat=self._t0, worker=worker, progress=0.0)
 
     def succeed(self, result: Any) -> None:
         """Keep the job's result and write the final success line."""

@@ -13,7 +13,7 @@ from shared.settings import Settings
 __all__ = ["QUEUES", "celery_config"]
 
 #: Queue of each task-name prefix.
-QUEUES = {"diag": "default", "raster": "raster", "tiles": "tiles"}
+QUEUES = {"diag": "default", "jobs": "default", "raster": "raster", "tiles": "tiles"}
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -55,4 +55,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "worker_hijack_root_logger": False,
+        # The watchdog, sent by the beat embedded in each `mapsvc worker` (README "Jobs and
+        # event streams"). It is idempotent, so several beats are harmless; a run not taken
+        # before the next one is due is dropped. The schedule is one interval: kept in memory,
+        # no schedule file.
+        "beat_scheduler": "celery.beat:Scheduler",
+        "beat_schedule": {
+            "jobs-watchdog": {
+                "task": "jobs.watchdog",
+                "schedule": settings.job_watchdog_interval_s,
+                "options": {"expires": settings.job_watchdog_interval_s},
+            }
+        },
     }

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -66,6 +67,9 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         redis_url=REDIS_URL,
         job_wait_s=60,  # generous: a loaded machine must not turn answers into 202s
         sse_keepalive_s=1,
+        diag_probe=True,  # the job tests run the pipeline probe
+        job_watchdog_interval_s=2,  # the worker's beat checks for stalled jobs often
+        allowed_hosts="testserver,127.0.0.1,localhost",  # TestClient's host, and live servers
         _env_file=None,  # type: ignore[call-arg]
     )
 
@@ -120,9 +124,9 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield tc
 
 
-@pytest.fixture(scope="session")
-def live_server(settings: Settings) -> Iterator[str]:
-    """A real uvicorn server in a thread, for what needs a socket (SSE)."""
+@contextmanager
+def served(settings: Settings) -> Iterator[str]:
+    """The API with ``settings`` on a real uvicorn server in a thread; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
@@ -138,9 +142,18 @@ def live_server(settings: Settings) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
-    yield base
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def live_server(settings: Settings) -> Iterator[str]:
+    """A real uvicorn server in a thread, for what needs a socket (SSE)."""
+    with served(settings) as base:
+        yield base
 
 
 @pytest.fixture(scope="session")

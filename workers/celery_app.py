@@ -19,7 +19,13 @@ logging.basicConfig(
 )
 
 app = Celery(
-    "mapsvc", include=["workers.tasks.diag", "workers.tasks.raster", "workers.tasks.tiles"]
+    "mapsvc",
+    include=[
+        "workers.tasks.diag",
+        "workers.tasks.jobs",
+        "workers.tasks.raster",
+        "workers.tasks.tiles",
+    ],
 )
 app.config_from_object(celery_config(settings))
 

@@ -8,9 +8,10 @@ from starlette.routing import Route
 
 from api.jobs import JobService, api_prefix, check_job_id
 from api.params import int_param
-from api.sse import resume_point, sse_response
+from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
 from shared.diag import MAX_PROBE_STEPS, check_probe_params
+from shared.errors import NotFoundError
 
 __all__ = ["ROUTES"]
 
@@ -35,19 +36,26 @@ async def delete_job(request: Request) -> JSONResponse:
 
 
 async def get_job_events(request: Request) -> Response:
-    """The job's lines as SSE, from the start (or ``Last-Event-ID``) to its final line."""
+    """The job's lines as SSE, from the start (or ``Last-Event-ID``) to its final line.
+
+    ``204`` when the client has already seen the final line (an ``EventSource`` stops there).
+    """
     jobs = _jobs(request)
     job_id = check_job_id(request.path_params["job_id"])
     await jobs.describe(job_id)  # 404 for an unknown job
+    stream = events.job_stream(job_id)
+    after = await job_resume_point(request, jobs.aredis, stream)
+    if after is None:
+        return Response(status_code=204)
 
     async def settle() -> None:
         await jobs.describe(job_id)
 
-    return sse_response(
+    return await sse_response(
         request,
-        events.job_stream(job_id),
-        resume_point(request, "0"),
-        keepalive_s=jobs.settings.sse_keepalive_s,
+        jobs,
+        stream,
+        after,
         end_on_final=True,
         with_job_id=False,
         on_idle=settle,
@@ -56,18 +64,23 @@ async def get_job_events(request: Request) -> Response:
 
 async def get_events(request: Request) -> Response:
     """Every job's lines as SSE, each starting with its job id; new lines unless resumed."""
-    return sse_response(
+    return await sse_response(
         request,
+        _jobs(request),
         events.ALL_JOBS_STREAM,
         resume_point(request, "$"),
-        keepalive_s=_jobs(request).settings.sse_keepalive_s,
         end_on_final=False,
         with_job_id=True,
     )
 
 
 async def get_probe(request: Request) -> Response:
-    """Run the pipeline probe job (heavy-endpoint reply: result, or 202 with the job)."""
+    """Run the pipeline probe job (heavy-endpoint reply: result, or 202 with the job).
+
+    Off unless ``MAPSVC_DIAG_PROBE`` is set: then the route answers as if it did not exist.
+    """
+    if not _jobs(request).settings.diag_probe:
+        raise NotFoundError(f"no route {request.method} {request.url.path}")
     steps = int_param(request, "steps", 3, 1, MAX_PROBE_STEPS)
     delay_ms = int_param(request, "delay_ms", 100, 0, 10000)
     fail_at = int_param(request, "fail_at", 0, 0, MAX_PROBE_STEPS)
