@@ -2,7 +2,8 @@
 # Make sure the local services mapsvc needs are installed and running: Redis, PostgreSQL with
 # PostGIS, and the service database with the postgis extension. Idempotent and quick when all is
 # there. Services on another host (per MAPSVC_REDIS_URL / MAPSVC_DATABASE_URL) are left alone.
-#   deploy/services.sh [--test-tools]   (--test-tools also installs gdal-bin, used by the tests)
+#   deploy/services.sh [--test-tools]   (--test-tools also installs gdal-bin, used by the tests,
+#   and wrk, used by `make stress`)
 set -euo pipefail
 
 DB_URL=${MAPSVC_DATABASE_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc}
@@ -30,7 +31,7 @@ if is_local "$PG_URL"; then
     want postgresql-postgis
   fi
 fi
-[ "${1:-}" = "--test-tools" ] && want gdal-bin
+[ "${1:-}" = "--test-tools" ] && want gdal-bin && want wrk
 command -v psql >/dev/null || want postgresql-client
 command -v redis-cli >/dev/null || want redis-tools
 
@@ -45,10 +46,16 @@ if is_local "$REDIS_URL" && ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; th
   say "starting Redis"
   as_root mkdir -p /var/lib/redis /var/log/redis
   as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
-    --appendonly no --dir /var/lib/redis --logfile /var/log/redis/mapsvc.log
+    --appendonly no --maxmemory-policy noeviction --dir /var/lib/redis \
+    --logfile /var/log/redis/mapsvc.log
   for _ in $(seq 50); do redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 redis-cli -u "$REDIS_URL" ping >/dev/null || { say "Redis at $REDIS_URL does not answer"; exit 1; }
+# Redis holds the broker's queues and the job records: it must never evict a key to make room
+# (the caches keep to their own byte budgets, MAPSVC_*_CACHE_MAX_BYTES)
+POLICY=$(redis-cli -u "$REDIS_URL" info memory | sed -n 's/^maxmemory_policy:\(.*\)\r$/\1/p')
+[ "$POLICY" = noeviction ] || { say "Redis at $REDIS_URL has maxmemory-policy $POLICY;"\
+" mapsvc needs noeviction (redis-cli config set maxmemory-policy noeviction)"; exit 1; }
 
 if is_local "$PG_URL" && ! psql "$SERVER_URL" -tAc 'select 1' >/dev/null 2>&1; then
   PG_VERSION=$(ls /etc/postgresql | sort -n | tail -1)

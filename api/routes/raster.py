@@ -25,7 +25,12 @@ def _settings(request: Request) -> Settings:
 
 
 def _cache_args(request: Request) -> dict[str, Any]:
-    return {"ttl_s": _settings(request).cache_ttl_s, "refresh": flag(request, "nocache")}
+    settings = _settings(request)
+    return {
+        "ttl_s": settings.cache_ttl_s,
+        "max_bytes": settings.result_cache_max_bytes,
+        "refresh": flag(request, "nocache"),
+    }
 
 
 async def get_raster_list(request: Request) -> JSONResponse:

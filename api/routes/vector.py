@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from api.jobs import api_prefix
+from api.links import absolute_url, link
 from api.params import flag, int_param
 from shared.settings import Settings
 from shared.tiles.grid import parse_tile
@@ -26,6 +31,8 @@ from shared.vector.query import (
 from shared.vector.tiles import tilejson, vector_tile
 
 __all__ = ["ROUTES"]
+
+log = logging.getLogger("mapsvc.api")
 
 MVT = "application/vnd.mapbox-vector-tile"
 _CACHE_LIMIT = 8 * 1024 * 1024  # larger GeoJSON answers are streamed, not cached
@@ -63,16 +70,26 @@ async def get_geojson(request: Request) -> Response:
     )
     offset = int_param(request, "offset", 0, 0, 2**31 - 1)
     with_geometry, debug = request.query_params.get("geom", "1") != "0", flag(request, "debug")
+    # the answer depends on these alone: they make its links and its cache key
+    params = query.params()
+    if srid != 4326:
+        params.append(("srid", str(srid)))
+    if not with_geometry:
+        params.append(("geom", "0"))
+    path = f"{api_prefix(request)}/geojson/{layer.id}"
+
+    def page(at: int) -> dict[str, str]:
+        return {"href": link(request, path, [*params, ("limit", str(limit)), ("offset", str(at))])}
+
     cache: VectorCache = request.app.state.vector_cache
     use_cache, key = not refresh and not debug, ""
     if use_cache:
         version = await cache.version(request.app.state.db, layer)
-        key = cache.key(
-            "geojson", layer, version, {"q": sorted(request.query_params.multi_items())}
-        )
+        # the self link holds the path, the normalised parameters and the public URL
+        key = cache.key("geojson", layer, version, {"self": page(offset)["href"]})
         if (hit := await cache.get(key)) is not None:
             return Response(hit, media_type="application/geo+json", headers={"X-Cache": "HIT"})
-    page = await open_geojson(
+    features = await open_geojson(
         request.app.state.db,
         layer,
         query,
@@ -82,47 +99,79 @@ async def get_geojson(request: Request) -> Response:
         offset=offset,
         timeout_ms=settings.vector_statement_timeout_ms,
     )
-    links = [{"rel": "self", "href": str(request.url)}]
-    if offset + limit < page.number_matched:
-        links.append(
-            {
-                "rel": "next",
-                "href": str(request.url.include_query_params(offset=offset + limit, limit=limit)),
-            }
-        )
+    links = [{"rel": "self", **page(offset)}]
+    if offset + limit < features.number_matched:
+        links.append({"rel": "next", **page(offset + limit)})
     if offset > 0:
-        links.append(
-            {
-                "rel": "prev",
-                "href": str(
-                    request.url.include_query_params(offset=max(0, offset - limit), limit=limit)
-                ),
-            }
-        )
-    head = {"name": layer.id, "numberMatched": page.number_matched}
+        links.append({"rel": "prev", **page(max(0, offset - limit))})
+    head = {"name": layer.id, "numberMatched": features.number_matched}
 
-    async def body() -> AsyncIterator[bytes]:
+    async def body() -> AsyncGenerator[bytes, None]:
         kept: list[bytes] | None = [] if use_cache else None
         size = 0
-        async for chunk in page.body(head, {"links": links}, debug=debug):
-            data = chunk.encode()
-            size += len(data)
-            if kept is not None and size <= _CACHE_LIMIT:
-                kept.append(data)
-            else:
-                kept = None
-            yield data
+        try:
+            async for chunk in features.body(head, {"links": links}, debug=debug):
+                data = chunk.encode()
+                size += len(data)
+                if kept is not None and size <= _CACHE_LIMIT:
+                    kept.append(data)
+                else:
+                    kept = None
+                yield data
+        finally:
+            await features.close()
         if kept is not None:
             await cache.put(key, b"".join(kept))
 
-    return StreamingResponse(body(), media_type="application/geo+json", headers={"X-Cache": "MISS"})
+    return _CappedStream(
+        body(),
+        max_s=settings.geojson_max_s,
+        on_close=features.close,
+        media_type="application/geo+json",
+        headers={"X-Cache": "MISS"},
+    )
+
+
+class _CappedStream(StreamingResponse):
+    """A stream cut after ``max_s`` seconds however slowly the client reads; however it ends,
+    the stream is closed and ``on_close`` runs (the database connection is released)."""
+
+    def __init__(
+        self,
+        content: AsyncGenerator[bytes, None],
+        *,
+        max_s: float,
+        on_close: Callable[[], Awaitable[None]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self.stream, self.max_s, self.on_close = content, max_s, on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cap = asyncio.timeout(self.max_s)
+        try:
+            async with cap:
+                await super().__call__(scope, receive, send)
+        except TimeoutError:
+            if not cap.expired():
+                raise
+            # the response stays incomplete: the server closes the connection
+            log.warning("%s cut after %s s (MAPSVC_GEOJSON_MAX_S)", scope["path"], self.max_s)
+        finally:
+            # out of the cancelled scope now: a close cut short inside the stream is redone
+            await self.stream.aclose()
+            await self.on_close()
 
 
 async def get_datasource(request: Request) -> JSONResponse:
-    """The layer as TileJSON 3.0.0 (spec 2.5), its ``tiles`` the vector tile endpoint."""
+    """The layer as TileJSON 3.0.0 (spec 2.5), its ``tiles`` the vector tile endpoint.
+
+    TileJSON wants absolute tile URLs: under ``MAPSVC_PUBLIC_URL``, else the request's checked
+    host; this answer is never cached.
+    """
     layer = await _layer(request, refresh=flag(request, "nocache"))
-    base = f"{request.url.scheme}://{request.url.netloc}{api_prefix(request)}"
-    return JSONResponse(tilejson(layer, f"{base}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"))
+    tiles = absolute_url(request, f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf")
+    return JSONResponse(tilejson(layer, tiles))
 
 
 async def get_vtile(request: Request) -> Response:
@@ -137,7 +186,7 @@ async def get_vtile(request: Request) -> Response:
     if use_cache:
         version = await cache.version(request.app.state.db, layer)
         key = cache.key(
-            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": _tile_query(request)}
+            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": query.params()}
         )
         data = await cache.get(key)
     status = "HIT" if data is not None else "MISS"
@@ -164,11 +213,6 @@ async def get_vtile(request: Request) -> Response:
             gzip.compress(data, 5), media_type=MVT, headers={**headers, "Content-Encoding": "gzip"}
         )
     return Response(data, media_type=MVT, headers=headers)
-
-
-def _tile_query(request: Request) -> list[tuple[str, str]]:
-    keep = {"props", "filter", "extent", "id", "type", "sql"}
-    return sorted((k, v) for k, v in request.query_params.multi_items() if k in keep)
 
 
 async def delete_vtile_cache(request: Request) -> JSONResponse:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
+from shared.cache import ByteBudget
 from shared.errors import (
     MapsvcError,
     NotFoundError,
@@ -85,6 +86,10 @@ class Upstream:
     retries: int = 2
     backoff_s: float = 0.2
     rate_wait_s: float = 10.0
+    #: the answers cache's byte budget (``MAPSVC_PROVIDER_CACHE_MAX_BYTES``)
+    cache: ByteBudget = ByteBudget(
+        "provider", Settings.model_fields["provider_cache_max_bytes"].default
+    )
     # calls in flight in this process, by cache key: the same question asked twice at once
     # (both keys of reverse-geocode from one provider, say) makes one call
     _inflight: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
@@ -100,6 +105,7 @@ class Upstream:
             retries=settings.provider_retries,
             backoff_s=settings.provider_backoff_s,
             rate_wait_s=settings.provider_rate_wait_s,
+            cache=ByteBudget("provider", settings.provider_cache_max_bytes),
         )
 
     async def get_json(
@@ -154,7 +160,7 @@ class Upstream:
         self, key: str, provider: Provider, path: str, params: Mapping[str, Any]
     ) -> Any:
         body = await self._fetch(provider, path, params)
-        await self.redis.set(key, json.dumps(body), ex=provider.cache_ttl_s)
+        await self.cache.aput(self.redis, key, json.dumps(body), provider.cache_ttl_s)
         return body
 
     async def _fetch(self, provider: Provider, path: str, params: Mapping[str, Any]) -> Any:

@@ -3,6 +3,7 @@
 A key holds the layer's data version: the table's insert/update/delete counters from
 PostgreSQL's statistics (they move a moment after a write commits), and an epoch that
 :meth:`VectorCache.drop` advances (the admin call, and the only way for a view's data).
+All answers together stay within a byte budget (:class:`shared.cache.ByteBudget`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.cache import ByteBudget
 from shared.vector.catalog import VectorLayer
 
 __all__ = ["VERSION_EVERY_S", "VectorCache"]
@@ -34,9 +36,10 @@ _VERSION_SQL = text(
 class VectorCache:
     """Cached answers of vector layers."""
 
-    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+    def __init__(self, client: aioredis.Redis, ttl_s: int, max_bytes: int) -> None:
         self.client = client
         self.ttl_s = ttl_s
+        self.budget = ByteBudget("vector", max_bytes)
         self._versions: dict[str, tuple[float, str]] = {}
 
     async def version(self, engine: AsyncEngine, layer: VectorLayer) -> str:
@@ -60,7 +63,7 @@ class VectorCache:
         return version
 
     def key(self, kind: str, layer: VectorLayer, version: str, request: dict[str, Any]) -> str:
-        """The key of one answer."""
+        """The key of one answer: ``request`` holds the parsed, normalised parameters only."""
         digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode())
         return f"mapsvc:vector:{kind}:{layer.id}:{version}:{digest.hexdigest()[:32]}"
 
@@ -70,9 +73,9 @@ class VectorCache:
         return None if value is None else base64.b64decode(value)
 
     async def put(self, key: str, data: bytes) -> None:
-        """Keep an answer for the TTL."""
+        """Keep an answer for the TTL, within the cache's byte budget."""
         if self.ttl_s > 0:
-            await self.client.set(key, base64.b64encode(data).decode(), ex=self.ttl_s)
+            await self.budget.aput(self.client, key, base64.b64encode(data).decode(), self.ttl_s)
 
     async def drop(self, layer: VectorLayer) -> int:
         """Forget every cached answer of a layer; returns the layer's new epoch."""

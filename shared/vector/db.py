@@ -1,4 +1,10 @@
-"""The database engine of the API: pooled, with a statement timeout on every connection."""
+"""The database engine of the API: pooled, with a statement timeout on every connection.
+
+A request that finds no free connection within ``MAPSVC_DB_POOL_TIMEOUT_S`` gets
+``sqlalchemy.exc.TimeoutError``, which the API answers with 503. A transaction left idle for
+``MAPSVC_GEOJSON_MAX_S`` (the longest an answer may stream) is ended by PostgreSQL, a
+backstop for the API's own cut, so no connection stays pinned by a client that stopped reading.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,19 @@ __all__ = ["make_engine"]
 
 def make_engine(settings: Settings) -> AsyncEngine:
     """An async engine on ``MAPSVC_DATABASE_URL``; a query past the timeout is cancelled."""
+    idle_ms = max(1, int(settings.geojson_max_s * 1000))
     return create_async_engine(
         settings.database_url,
         pool_pre_ping=True,
-        pool_size=5,
-        max_overflow=5,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_s,
         connect_args={
             "connect_timeout": 3,
             # prepared on first use, so that the plan of a tile query is made once per
             # connection (see shared.vector.tiles)
             "prepare_threshold": 0,
-            "options": f"-c statement_timeout={settings.vector_statement_timeout_ms}",
+            "options": f"-c statement_timeout={settings.vector_statement_timeout_ms}"
+            f" -c idle_in_transaction_session_timeout={idle_ms}",
         },
     )

@@ -3,6 +3,12 @@
 The count (``numberMatched``) runs first and the feature query is under way before the first
 byte is sent, so a bad value or a timeout still gets its own status; then each feature comes
 from the database as JSON text and is passed on as it arrives.
+
+The rows come from a server-side cursor, inside a transaction that stays open while the
+client reads: its caller cuts the answer after ``MAPSVC_GEOJSON_MAX_S`` and calls
+:meth:`GeoJsonPage.close`, and PostgreSQL ends a transaction left idle that long in any case
+(``idle_in_transaction_session_timeout``, see :mod:`shared.vector.db`), so a slow reader
+never pins a connection.
 """
 
 from __future__ import annotations
@@ -82,8 +88,12 @@ class GeoJsonPage:
                 yield ",".join(batch)
                 batch = [row[0] for row in await self.result.fetchmany(_BATCH)]
         finally:
-            await self.result.close()
-            await self.conn.close()
+            await self.close()
+
+    async def close(self) -> None:
+        """End the read and give the connection back to the pool; closing twice is harmless."""
+        await self.result.close()
+        await self.conn.close()
 
     async def body(
         self, head: dict[str, Any], tail: dict[str, Any], *, debug: bool = False
@@ -117,6 +127,8 @@ async def open_geojson(
     timeout_ms: int,
 ) -> GeoJsonPage:
     """Count the matching features and start reading a page of them.
+
+    The page holds a connection until it is read to the end or closed.
 
     Raises:
         InvalidInputError: an unknown SRID, or a value that does not fit its field.

@@ -51,6 +51,31 @@ class LayerQuery:
     geometry_type: str | None = None
     named_query: str | None = None
 
+    def params(self) -> list[tuple[str, str]]:
+        """The query as request parameters, in one form for every request that means it.
+
+        Cache keys and links are made of these, so that no other parameter (nor another
+        spelling of the same one) makes a new cache entry or reaches a cached answer.
+        """
+        params: list[tuple[str, str]] = []
+        if self.filters:
+            params.append(("filter", ",".join(_condition(c) for c in self.filters)))
+        if self.props is not None:
+            params.append(("props", ",".join(self.props)))
+        if self.extent is not None:
+            params.append(("extent", ",".join(repr(v) for v in self.extent)))
+        if self.ids is not None:
+            params.append(("id", ",".join(self.ids)))
+        if self.geometry_type is not None:
+            params.append(("type", self.geometry_type))
+        if self.named_query is not None:
+            params.append(("sql", self.named_query))
+        return params
+
+
+def _condition(cond: Condition) -> str:
+    return cond.field + cond.op + cond.value.replace(",", "\\,")
+
 
 def _split(text: str) -> list[str]:
     parts = re.split(r"(?<!\\),", text)

@@ -106,7 +106,7 @@ def main() -> None:
             ours = median_ms(lambda p=path: raster_info(p), args.runs)
             cached = median_ms(
                 lambda r=rel: raster_info_of(
-                    client, work, encode_id(r), None, ttl_s=60, refresh=False
+                    client, work, encode_id(r), None, ttl_s=60, max_bytes=2**26, refresh=False
                 ),
                 args.runs,
             )

@@ -1,0 +1,51 @@
+"""Links in answers: relative, or under the configured public URL; never from the ``Host`` header.
+
+An answer that is cached (or shared by a proxy) must not hold a host a client chose, so
+:func:`link` makes a relative link (``/api-user/…``) unless ``MAPSVC_PUBLIC_URL`` is set.
+Where a client needs an absolute URL (TileJSON ``tiles``), :func:`absolute_url` takes the
+public URL, else the request's own host, which ``TrustedHostMiddleware`` has checked; an
+answer holding it is never cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import quote, urlencode
+
+from starlette.requests import Request
+
+from shared.settings import Settings
+
+__all__ = ["absolute_url", "link"]
+
+
+def _path_and_query(path: str, params: Sequence[tuple[str, str]]) -> str:
+    query = urlencode(params, safe=",")
+    # braces stay readable: they are the placeholders of URL templates ({z}/{x}/{y})
+    return quote(path, safe="/{}") + (f"?{query}" if query else "")
+
+
+def link(request: Request, path: str, params: Sequence[tuple[str, str]] = ()) -> str:
+    """A link to ``path`` (from ``/``) with the query ``params``, fit for a cached answer.
+
+    Args:
+        request: the request being answered (for the settings only).
+        path: the path, e.g. ``/api-user/geojson/public.countries``.
+        params: the query parameters, in order.
+
+    Returns:
+        ``<MAPSVC_PUBLIC_URL><path>?<query>``, or ``<path>?<query>`` when no public URL is set.
+    """
+    settings: Settings = request.app.state.settings
+    return settings.public_url.rstrip("/") + _path_and_query(path, params)
+
+
+def absolute_url(request: Request, path: str, params: Sequence[tuple[str, str]] = ()) -> str:
+    """An absolute URL of ``path``, for answers that must hold one; never cache such an answer.
+
+    Returns:
+        Under ``MAPSVC_PUBLIC_URL`` when set, else under the request's scheme and host.
+    """
+    settings: Settings = request.app.state.settings
+    base = settings.public_url.rstrip("/") or f"{request.url.scheme}://{request.url.netloc}"
+    return base + _path_and_query(path, params)
