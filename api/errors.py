@@ -111,14 +111,18 @@ async def _unavailable(request: Request, exc: Exception) -> Response:
         if isinstance(exc, redis.exceptions.ConnectionError | BrokerError)
         else ("PostgreSQL")
     )
-    log.error("request %s: %s unreachable: %s", _request_id(request), service, exc)
-    return error_response(
+    busy = isinstance(exc, sqlalchemy.exc.TimeoutError)  # no free connection in the pool
+    state = "busy" if busy else "unreachable"
+    log.error("request %s: %s %s: %s", _request_id(request), service, state, exc)
+    response = error_response(
         request,
         503,
         UnavailableError.code,
-        f"{service} is unreachable; try again later",
+        f"{service} is {state}; try again later",
         {"service": service},
     )
+    response.headers["Retry-After"] = "1" if busy else "5"
+    return response
 
 
 async def _unhandled(request: Request, exc: Exception) -> Response:

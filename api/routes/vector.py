@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.jobs import api_prefix
 from api.links import absolute_url, link
-from api.params import flag, int_param
+from api.params import bbox_param, flag, int_param
 from shared.settings import Settings
 from shared.tiles.grid import parse_tile
 from shared.vector.cache import VectorCache
@@ -24,7 +24,6 @@ from shared.vector.features import open_geojson
 from shared.vector.query import (
     LayerQuery,
     check_geometry_type,
-    parse_extent,
     parse_filter,
     parse_names,
 )
@@ -51,7 +50,7 @@ def _layer_query(request: Request, layer: VectorLayer) -> LayerQuery:
     return LayerQuery(
         filters=parse_filter(q.get("filter"), layer),
         props=parse_names(q.get("props"), layer, "props"),
-        extent=parse_extent(q.get("extent")),
+        extent=bbox_param(request, ("extent",)),
         ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
         geometry_type=check_geometry_type(q.get("type")),
         named_query=q.get("sql"),

@@ -15,7 +15,7 @@ from typing import Any
 from shared.errors import InvalidInputError
 from shared.vector.catalog import VectorLayer, ident
 
-__all__ = ["Condition", "LayerQuery", "parse_extent", "parse_filter", "parse_names", "where_sql"]
+__all__ = ["Condition", "LayerQuery", "parse_filter", "parse_names", "where_sql"]
 
 _OPERATORS = ("!=", ">=", "<=", "=", ">", "<", "~")
 _CONDITION = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*?)\s*(!=|>=|<=|=|>|<|~)(.*)$", re.S)
@@ -121,25 +121,6 @@ def parse_filter(text: str | None, layer: VectorLayer) -> tuple[Condition, ...]:
                 ) from None
         conditions.append(Condition(name, op, value))
     return tuple(conditions)
-
-
-def parse_extent(text: str | None) -> tuple[float, float, float, float] | None:
-    """``minx,miny,maxx,maxy`` in EPSG:4326.
-
-    Raises:
-        InvalidInputError: not four numbers, out of range, or min above max.
-    """
-    if text is None:
-        return None
-    try:
-        x0, y0, x1, y1 = (float(v) for v in text.split(","))
-    except ValueError:
-        raise InvalidInputError("extent must be minx,miny,maxx,maxy", parameter="extent") from None
-    if not (-180 <= x0 < x1 <= 180 and -90 <= y0 < y1 <= 90):
-        raise InvalidInputError(
-            "extent must be in EPSG:4326 degrees with min < max", parameter="extent"
-        )
-    return x0, y0, x1, y1
 
 
 def check_geometry_type(text: str | None) -> str | None:
