@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -230,6 +231,121 @@ class Settings(BaseSettings):
         default=5, ge=0, le=20, description="Redirects `gis-url-proxy` follows"
     )
 
+    # -- limits of issue 10 (safe to expose), one group per concern --------------------------
+    # [settings: core limits]
+    languages: str = Field(
+        default=(
+            "en,uk,de,fr,es,it,pt,pl,nl,cs,sk,sl,hr,sr,bg,ro,hu,el,tr,ru,be,lt,lv,et,fi,sv,da,"
+            "no,is,ga,ar,he,fa,hi,ja,ko,zh,vi,th,id"
+        ),
+        pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?(,[a-z]{2,3}(-[A-Za-z0-9]{2,8})?)*$",
+        description="Comma-separated label languages a request may name (`lang`); others: 400",
+    )
+    allowed_hosts: str = Field(
+        default="127.0.0.1,localhost,::1",
+        description="Comma-separated `Host` names the API answers (`*.example.org`, `*`: any)",
+    )
+    render_queue_max: int = Field(
+        default=64, ge=1, description="Renders waiting or running per API process; then 503"
+    )
+    render_max_large: int = Field(
+        default=2, ge=1, description="BBOX renders larger than a tile at once per API process"
+    )
+    render_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest wait for one render; then 503"
+    )
+    render_max_pixels: int = Field(
+        default=4096 * 4096, ge=65536, description="Largest width x height of a BBOX render"
+    )
+    # [settings: jobs and streams]
+    sse_max_streams: int = Field(
+        default=200, ge=1, description="Most SSE streams open at once per API process; then 503"
+    )
+    sse_max_duration_s: float = Field(
+        default=3600.0, gt=0, description="Longest life of one SSE stream (resume: Last-Event-ID)"
+    )
+    stream_redis_max_connections: int = Field(
+        default=250,
+        ge=1,
+        description="Redis connections per API process for SSE streams and job waits (own pool)",
+    )
+    stream_redis_wait_s: float = Field(
+        default=1.0, gt=0, description="Longest wait for one of those connections; then 503"
+    )
+    diag_probe: bool = Field(
+        default=False, description="Serve `/diag/probe`, the pipeline probe job (off: 404)"
+    )
+    job_stall_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="A started job with no progress line for this long is ended as failed",
+    )
+    job_watchdog_interval_s: float = Field(
+        default=60.0, gt=0, description="How often a worker's embedded beat ends stalled jobs"
+    )
+    # [settings: pretile]
+    pretile_max_tiles: int = Field(
+        default=4_000_000,
+        ge=1,
+        description="Most tiles of one pre-tiling run, even its whole first zoom (else 422)",
+    )
+    # [settings: vector and caches]
+    public_url: str = Field(
+        default="",
+        pattern=r"^(https?://[^/?#\s]+[^?#\s]*)?$",
+        description="Public base URL (`https://maps.example.org`) of links; unset: relative links",
+    )
+    vector_cache_max_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=0, description="Byte budget of cached GeoJSON and MVT"
+    )
+    result_cache_max_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, description="Byte budget of cached listing, stat, info"
+    )
+    provider_cache_max_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, description="Byte budget of cached provider answers"
+    )
+    geojson_max_s: float = Field(
+        default=60.0, gt=0, description="Longest time a GeoJSON answer streams, however slow"
+    )
+    db_pool_size: int = Field(default=5, ge=1, description="Pooled connections per API process")
+    db_max_overflow: int = Field(
+        default=5, ge=0, description="Connections past the pool size under load"
+    )
+    db_pool_timeout_s: float = Field(
+        default=5.0, gt=0, description="Longest wait for a pooled connection (then 503)"
+    )
+    # [settings: uploads, convert, proxy]
+    upload_max_bytes: int = Field(
+        default=128 * 1024 * 1024, ge=1024, description="Largest request body of `pdf-merge`"
+    )
+    upload_max_file_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="Largest PDF `pdf-merge` takes, uploaded or named by a work-dir path",
+    )
+    convert_bind: str = Field(
+        default="127.0.0.1",
+        description="Address the Convert server binds to (`0.0.0.0` or `::`: all interfaces)",
+    )
+    convert_max_pending: int = Field(
+        default=20,
+        ge=0,
+        description="Convert calls that may wait for one of the 10 workers; more are refused",
+    )
+    proxy_content_types: str = Field(
+        default=(
+            "image/*,application/json,application/*+json,text/json,application/xml,"
+            "application/*+xml,text/xml,application/x-protobuf,"
+            "application/vnd.mapbox-vector-tile,text/plain"
+        ),
+        description="Comma-separated media types `gis-url-proxy` relays (`image/*`, `*+json`)",
+    )
+    proxy_cors_origins: str = Field(
+        default="",
+        description="Comma-separated origins `gis-url-proxy` allows (CORS); `*` any; empty none",
+    )
+    # [settings: openapi]
+
     @field_validator("convert_server_address", "convert_token", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
@@ -268,6 +384,26 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_provider_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def language_set(self) -> frozenset[str]:
+        """The languages of ``MAPSVC_LANGUAGES``."""
+        return frozenset(self.languages.split(","))
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """The host names of ``MAPSVC_ALLOWED_HOSTS``, and the host of the public URL."""
+        hosts = [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+        public = urlsplit(self.public_url).hostname
+        return hosts + ([public] if public else [])
+
+    @model_validator(mode="after")
+    def _default_lang_is_allowed(self) -> Settings:
+        if self.default_lang not in self.language_set:
+            raise ValueError(
+                f"MAPSVC_DEFAULT_LANG {self.default_lang!r} is not in MAPSVC_LANGUAGES"
+            )
+        return self
 
     @model_validator(mode="after")
     def _s3_keys_go_together(self) -> Settings:

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import shlex
+import uuid
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import JobService
-from api.params import flag, int_param
-from shared.errors import InvalidInputError, UnavailableError
+from api.jobs import JobService, api_prefix
+from api.links import link
+from api.params import bbox_param, flag, int_param, lang_param, srs_param
+from shared.errors import ConflictError, InvalidInputError, UnavailableError
 from shared.settings import Settings
 from shared.tiles.grid import MAX_ZOOM, parse_tile
-from shared.tiles.pretile import DEFAULT_MAXZOOM, DEFAULT_MINZOOM, check_zooms, plan_pretile
+from shared.tiles.pretile import (
+    DEFAULT_MAXZOOM,
+    DEFAULT_MINZOOM,
+    PretileLock,
+    check_ceiling,
+    plan_pretile,
+)
 from shared.tiles.service import TileService, etag_of
 from shared.tiles.store import TileStore
-from shared.tiles.styles import check_lang
 
 __all__ = ["ROUTES"]
 
@@ -36,19 +44,6 @@ def _store(request: Request) -> TileStore:
     return file_store
 
 
-def _bbox(request: Request) -> tuple[float, float, float, float] | None:
-    raw = request.query_params.get("BBOX") or request.query_params.get("bbox")
-    if raw is None:
-        return None
-    try:
-        values = [float(v) for v in raw.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != 4 or not (values[0] < values[2] and values[1] < values[3]):
-        raise InvalidInputError("BBOX must be minx,miny,maxx,maxy with min < max", value=raw[:200])
-    return values[0], values[1], values[2], values[3]
-
-
 def _png(request: Request, png: bytes, cache: str, max_age: int) -> Response:
     etag = etag_of(png)
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
@@ -62,16 +57,20 @@ async def get_tile(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     params = request.path_params
     style = params["style"]
-    lang = check_lang(
-        params.get("lang") or request.query_params.get("lang") or settings.default_lang
-    )
+    lang = lang_param(request, params.get("lang"))
     tile = parse_tile(params["z"], params["x"], params["y"])
     service = _service(request)
-    bbox = _bbox(request)
+    srs = srs_param(request)
+    bbox = bbox_param(request, ("BBOX", "bbox"), srs)
     if bbox is not None:
         width = int_param(request, "width", 256, 1, settings.tile_max_size)
         height = int_param(request, "height", 256, 1, settings.tile_max_size)
-        srs = request.query_params.get("srs") or request.query_params.get("crs") or "EPSG:3857"
+        if width * height > settings.render_max_pixels:
+            raise InvalidInputError(
+                f"width x height must be at most {settings.render_max_pixels} pixels",
+                parameter="width",
+                pixels=width * height,
+            )
         service.style(style)  # 404 for an unknown style
         rendered = await service.pool.render(style, lang, bbox, width, height, srs.lower())
         return _png(request, rendered.png, "MISS", settings.tile_max_age_s)
@@ -90,37 +89,55 @@ async def get_tile(request: Request) -> Response:
 
 
 async def get_layer_pretile(request: Request) -> Response:
-    """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering."""
+    """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering.
+
+    A plan above ``MAPSVC_PRETILE_MAX_TILES`` is ``422`` with the plan; while a run of the
+    layer goes on, any other run of it (whatever its language or zooms) is ``409`` naming it.
+    """
     settings: Settings = request.app.state.settings
     style = request.path_params["id"]
     info = _service(request).style(style)
     minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
     maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
-    check_zooms(minzoom, maxzoom)
+    bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
+    plan = plan_pretile(bounds, minzoom, maxzoom, ceiling=settings.pretile_max_tiles)
     if flag(request, "dryrun"):
-        bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
-        return JSONResponse(plan_pretile(bounds, minzoom, maxzoom))
-    lang = check_lang(request.query_params.get("lang") or settings.default_lang)
+        return JSONResponse(plan)
+    check_ceiling(plan)
     params = {
         "style": style,
-        "lang": lang,
+        "lang": lang_param(request),
         "minzoom": minzoom,
         "maxzoom": maxzoom,
         "refresh": flag(request, "nocache"),
         "s3": flag(request, "isS3"),
     }
     jobs: JobService = request.app.state.jobs
-    return await jobs.reply(request, "pretile", "tiles.pretile", params, dedup=True)
+    job_id = str(uuid.uuid4())
+    lock = PretileLock(jobs.store, style, settings.job_time_limit_s)
+    running = await run_in_threadpool(lock.acquire, job_id)
+    if running is not None:
+        job = f"{api_prefix(request)}/jobs/{running}"
+        raise ConflictError(
+            f"layer {style} is being pre-tiled by job {running}: wait for it to end or cancel it",
+            job_id=running,
+            links={"self": link(request, job), "events": link(request, f"{job}/events")},
+        )
+    try:
+        return await jobs.reply(request, "pretile", "tiles.pretile", params, job_id=job_id)
+    except Exception:
+        # never enqueued (no broker, no connection to wait with), or ended in failure: free
+        await run_in_threadpool(lock.release, job_id)
+        raise
 
 
 async def get_speed_test(request: Request) -> Response:
     """The tiling speed test of a layer (spec 4.7): a job reporting on its event stream."""
-    settings: Settings = request.app.state.settings
     style = request.query_params.get("layer")
     if not style:
         raise InvalidInputError("layer is required (a layer id)", parameter="layer")
     _service(request).style(style)  # 404 for an unknown layer
-    lang = check_lang(request.query_params.get("lang") or settings.default_lang)
+    lang = lang_param(request)
     jobs: JobService = request.app.state.jobs
     return await jobs.reply(
         request, "speed-test", "tiles.speed_test", {"style": style, "lang": lang}

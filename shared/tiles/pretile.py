@@ -2,10 +2,12 @@
 
 A run tiles zooms ``minzoom``..``maxzoom - 1`` over the layer's footprint. At most
 :data:`MAX_TILES` tiles are made, but the first zoom is always tiled whole, and a later zoom
-only when it fits whole under the cap. The work is cut into chunks (metatiles of
-:data:`CHUNK` x :data:`CHUNK` tiles) that any worker process renders; counters in Redis add up
-what the chunks did, and the chunk that completes the count ends the run (chunks whose worker
-died are delivered again, so no chord has to wait for them).
+only when it fits whole under the cap; a plan above an absolute ceiling (whole first zoom
+included) is refused. The work is cut into chunks (metatiles of :data:`CHUNK` x :data:`CHUNK`
+tiles) that any worker process renders; they are produced lazily, from any position, so that
+no process ever holds the list of a run's chunks. Counters in Redis add up what the chunks did,
+and the chunk that completes the count ends the run (chunks whose worker died are delivered
+again, so no chord has to wait for them). A lock in Redis lets one run per layer go at a time.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, UnprocessableError
+from shared.jobs import JobStore
 from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
 
 __all__ = [
@@ -28,8 +31,11 @@ __all__ = [
     "MAX_TILES",
     "Chunk",
     "PretileCounters",
+    "PretileLock",
+    "check_ceiling",
     "check_zooms",
     "chunks",
+    "count_chunks",
     "plan_pretile",
 ]
 
@@ -92,7 +98,11 @@ def _range(bounds: list[float], z: int) -> tuple[int, int, int, int]:
 
 
 def plan_pretile(
-    bounds: list[float], minzoom: int, maxzoom: int, cap: int = MAX_TILES
+    bounds: list[float],
+    minzoom: int,
+    maxzoom: int,
+    cap: int = MAX_TILES,
+    ceiling: int | None = None,
 ) -> dict[str, Any]:
     """What a run tiles: tiles per zoom over ``bounds`` (EPSG:4326), and what the cap cut.
 
@@ -101,10 +111,12 @@ def plan_pretile(
         minzoom: the first zoom.
         maxzoom: the end zoom (excluded).
         cap: most tiles of a run (the first zoom is tiled whole regardless).
+        ceiling: most tiles of a run, whole first zoom included (see :func:`check_ceiling`).
 
     Returns:
         ``zooms`` (each ``zoom``, ``tiles``, ``tiled``), ``total`` (tiles to make), ``cut``
-        (zooms left out), ``cap``, ``minzoom``, ``maxzoom``.
+        (zooms left out), ``cap``, ``minzoom``, ``maxzoom``, ``ceiling`` and
+        ``over_ceiling`` (whether ``total`` is above it, so the run would be refused).
     """
     check_zooms(minzoom, maxzoom)
     zooms: list[dict[str, Any]] = []
@@ -126,19 +138,60 @@ def plan_pretile(
         "zooms": zooms,
         "total": total,
         "cut": cut,
+        "ceiling": ceiling,
+        "over_ceiling": ceiling is not None and total > ceiling,
     }
 
 
-def chunks(bounds: list[float], plan: dict[str, Any]) -> Iterator[Chunk]:
-    """The chunks of the zooms a plan tiles."""
+def check_ceiling(plan: dict[str, Any]) -> None:
+    """Refuse a plan above its ceiling (a whole first zoom of billions of tiles, say).
+
+    Raises:
+        UnprocessableError: the plan is too large; its detail holds the plan, to narrow it.
+    """
+    if plan["over_ceiling"]:
+        raise UnprocessableError(
+            f"the plan is {plan['total']} tiles, above the ceiling of {plan['ceiling']} tiles"
+            f" per run (its first zoom, {plan['minzoom']}, is always tiled whole): raise"
+            " minzoom or tile a smaller layer",
+            plan=plan,
+        )
+
+
+def _grid(bounds: list[float], z: int) -> tuple[int, int, int, int, int, int]:
+    """The tile range of zoom ``z`` and its chunk columns and rows."""
+    x0, y0, x1, y1 = _range(bounds, z)
+    return x0, y0, x1, y1, -(-(x1 - x0 + 1) // CHUNK), -(-(y1 - y0 + 1) // CHUNK)
+
+
+def count_chunks(bounds: list[float], plan: dict[str, Any]) -> int:
+    """The number of chunks of the zooms a plan tiles."""
+    count = 0
+    for entry in plan["zooms"]:
+        if entry["tiled"]:
+            *_, cols, rows = _grid(bounds, entry["zoom"])
+            count += cols * rows
+    return count
+
+
+def chunks(bounds: list[float], plan: dict[str, Any], start: int = 0) -> Iterator[Chunk]:
+    """The chunks of the zooms a plan tiles, one at a time, from the ``start``-th on.
+
+    Chunks come zoom by zoom, row by row; ``start`` skips whole zooms and rows without
+    producing them, so a run's sender resumes anywhere at the same cost.
+    """
     for entry in plan["zooms"]:
         if not entry["tiled"]:
             continue
         z = entry["zoom"]
-        x0, y0, x1, y1 = _range(bounds, z)
-        for cy in range(y0, y1 + 1, CHUNK):
-            for cx in range(x0, x1 + 1, CHUNK):
-                yield Chunk(z, cx, cy, min(cx + CHUNK - 1, x1), min(cy + CHUNK - 1, y1))
+        x0, y0, x1, y1, cols, rows = _grid(bounds, z)
+        if start >= cols * rows:
+            start -= cols * rows
+            continue
+        for i in range(start, cols * rows):
+            cx, cy = x0 + i % cols * CHUNK, y0 + i // cols * CHUNK
+            yield Chunk(z, cx, cy, min(cx + CHUNK - 1, x1), min(cy + CHUNK - 1, y1))
+        start = 0
 
 
 # KEYS: the run's hash, its set of counted chunks. ARGV: chunk id, chunk size, error, then the
@@ -146,6 +199,7 @@ def chunks(bounds: list[float], plan: dict[str, Any]) -> Iterator[Chunk]:
 _ADD_CHUNK = """
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], redis.call('TTL', KEYS[1]))
+redis.call('HDEL', KEYS[1], 'attempt:' .. ARGV[1])
 local n = (#ARGV - 3) / 2
 for i = 1, n do redis.call('HINCRBY', KEYS[1], ARGV[3 + i], ARGV[3 + n + i]) end
 if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'first_error', ARGV[3]) end
@@ -194,9 +248,22 @@ class PretileCounters:
         if error is not None:
             fields.append(f"z:{chunk.z}:errors")
             values.append(1)
+        return self._count(f"{chunk.z}:{chunk.x0}:{chunk.y0}", chunk.size, error, fields, values)
+
+    def add_rest(self, tiles: int) -> bool:
+        """Count the ``tiles`` of the chunks never sent (the run was cancelled), once.
+
+        Returns:
+            Whether this completed the run.
+        """
+        return self._count("rest", tiles, None, ["all:cancelled"], [tiles])
+
+    def _count(
+        self, member: str, size: int, error: str | None, fields: list[str], values: list[int]
+    ) -> bool:
         last = self._add(
             keys=[self.key, f"{self.key}:chunks"],
-            args=[f"{chunk.z}:{chunk.x0}:{chunk.y0}", chunk.size, error or "", *fields, *values],
+            args=[member, size, error or "", *fields, *values],
         )
         return bool(last)
 
@@ -236,3 +303,64 @@ class PretileCounters:
         eta = (total - s["done"]) / rate if rate > 0 else 0.0
         text = f"Zoom {z}: {zoom_done}/{zoom['tiles']} tiles, {rate:.1f} tiles/s, ETA {eta:.0f}s"
         return text, (s["done"] / total if total else 1.0)
+
+
+# KEYS: the lock. ARGV: the holder expected, the new holder ('' to release), the TTL.
+# Returns 1 when the lock was held by the holder expected (and is now changed).
+_SWAP_HOLDER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1])
+else redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
+return 1
+"""
+
+#: seconds a lock may name a job whose record is not written yet (it is being enqueued)
+_ENQUEUE_GRACE_S = 30
+
+
+class PretileLock:
+    """At most one pre-tiling run per layer: a Redis key naming the job that holds it.
+
+    The task that ends a run releases the lock; a lock whose job has ended anyway (a
+    watchdog, a cancelled queued job, a failure the API wrote) or whose record expired does
+    not block the next run, and the key expires by itself (the run refreshes it as it goes).
+    """
+
+    def __init__(self, store: JobStore, style: str, ttl_s: int) -> None:
+        self.store = store
+        self.key = f"mapsvc:pretile-lock:{style}"
+        self.ttl_s = ttl_s
+        self._swap = store.client.register_script(_SWAP_HOLDER)
+
+    def acquire(self, job_id: str) -> str | None:
+        """Take the lock for ``job_id`` (about to be enqueued, or starting).
+
+        Returns:
+            None when the lock is now the job's; else the id of the job running the layer
+            (``job_id`` itself when it holds the lock already).
+        """
+        while True:
+            if self.store.client.set(self.key, job_id, nx=True, ex=self.ttl_s):
+                return None
+            holder = cast(str | None, self.store.client.get(self.key))
+            if holder is None:
+                continue  # released meanwhile
+            if self._running(holder):
+                return holder
+            if self._swap(keys=[self.key], args=[holder, job_id, self.ttl_s]):
+                return None
+
+    def _running(self, holder: str) -> bool:
+        record = self.store.get(holder)
+        if record is None:
+            age = self.ttl_s - self.store.client.ttl(self.key)
+            return age < _ENQUEUE_GRACE_S
+        return record.outcome is None
+
+    def refresh(self, job_id: str) -> None:
+        """Keep the lock of a run that is still going (only while the job holds it)."""
+        self._swap(keys=[self.key], args=[job_id, job_id, self.ttl_s])
+
+    def release(self, job_id: str) -> None:
+        """Free the layer, if ``job_id`` still holds it."""
+        self._swap(keys=[self.key], args=[job_id, "", self.ttl_s])
