@@ -8,6 +8,9 @@ from shared.errors import InvalidInputError, NotFoundError
 
 __all__ = ["resolve_inside"]
 
+#: Longest path and longest file name the file system takes (Linux: PATH_MAX, NAME_MAX).
+_MAX_PATH, _MAX_NAME = 4096, 255
+
 
 def resolve_inside(root: Path, rel_path: str, *, root_name: str, must_exist: bool = True) -> Path:
     """The path ``rel_path`` names inside ``root``.
@@ -22,14 +25,19 @@ def resolve_inside(root: Path, rel_path: str, *, root_name: str, must_exist: boo
         The resolved path (symlinks followed).
 
     Raises:
-        InvalidInputError: the path is absolute, has ``..`` or a backslash, cannot be resolved,
-            or leads outside the root (through a symlink too).
+        InvalidInputError: the path is absolute, has ``..`` or a backslash, is too long, cannot
+            be resolved, or leads outside the root (through a symlink too).
         NotFoundError: nothing exists at the path.
     """
     pure = PurePosixPath(rel_path)
     if "\x00" in rel_path or "\\" in rel_path or pure.is_absolute() or ".." in pure.parts:
         raise InvalidInputError(
             f"a path must be relative to the {root_name}, without '..'", path=rel_path
+        )
+    if len(rel_path.encode()) > _MAX_PATH or any(len(p.encode()) > _MAX_NAME for p in pure.parts):
+        raise InvalidInputError(
+            f"a path has at most {_MAX_PATH} bytes, and each name at most {_MAX_NAME}",
+            path=rel_path[:64],
         )
     real_root = root.resolve()
     try:

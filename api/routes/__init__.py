@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
 
+from api.jobs import api_prefix
+from api.openapi import openapi_document
 from api.routes import jobs, pdf, providers, raster, system, tiles, vector
 
 __all__ = ["ROUTES"]
 
+
+async def get_openapi(request: Request) -> JSONResponse:
+    """The OpenAPI 3.1 document of every route, its server the mount it was asked through."""
+    return JSONResponse(openapi_document(ROUTES, request.app.state.settings, api_prefix(request)))
+
+
 ROUTES: list[BaseRoute] = [
     *system.ROUTES,
+    Route("/openapi.json", get_openapi, methods=["GET"], name="get_openapi"),
     *jobs.ROUTES,
     *raster.ROUTES,
     *tiles.ROUTES,

@@ -153,6 +153,21 @@ def test_bad_raster_ids_are_400(tc: TestClient, raster_id: str, why: str) -> Non
         assert why in assert_error(r.json(), "invalid-input")["message"], route
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        f"gis-raster?folder={'0' * 300}",
+        f"gis-raster-info/{encode_id(LAYER)}?file={'0' * 300}",
+        f"gis-raster?folder={'a/' * 3000}",
+    ],
+)
+@pytest.mark.usefixtures("snapshot")
+def test_names_too_long_for_the_file_system_are_400(tc: TestClient, query: str) -> None:
+    r = tc.get(f"/api-user/{query}")
+    assert r.status_code == 400, r.text
+    assert "at most" in assert_error(r.json(), "invalid-input")["message"]
+
+
 def test_an_id_decodes_only_to_a_normal_path() -> None:
     assert decode_id(encode_id(LAYER)) == LAYER
     with pytest.raises(InvalidInputError, match="normal form"):
