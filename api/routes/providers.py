@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.background import BackgroundTask
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import status_of
-from api.params import flag, int_param
+from api.params import bbox_param, flag, int_param, lang_param, number
 from shared import parcels
 from shared.errors import InvalidInputError, MapsvcError, NotFoundError
 from shared.providers import cadastre, elevation, geocoding, proxy, routing, weather
@@ -27,8 +29,6 @@ from shared.providers.upstream import Upstream
 from shared.settings import Settings
 
 __all__ = ["ROUTES"]
-
-_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
 
 
 def _settings(request: Request) -> Settings:
@@ -39,20 +39,6 @@ def _settings(request: Request) -> Settings:
 def _upstream(request: Request) -> Upstream:
     upstream: Upstream = request.app.state.upstream
     return upstream
-
-
-def number(request: Request, name: str, lo: float, hi: float) -> float:
-    """A required finite number within ``lo..hi``; a 400 naming the parameter otherwise."""
-    raw = request.query_params.get(name)
-    if raw is None or not raw.strip():
-        raise InvalidInputError(f"{name} is required", parameter=name)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidInputError(f"{name} must be a number", parameter=name, value=raw) from None
-    if not math.isfinite(value) or not lo <= value <= hi:
-        raise InvalidInputError(f"{name} must be {lo:g}..{hi:g}", parameter=name, value=raw)
-    return value
 
 
 def _lon_lat(pair: str, parameter: str, *, lat_first: bool) -> tuple[float, float]:
@@ -70,14 +56,6 @@ def _lon_lat(pair: str, parameter: str, *, lat_first: bool) -> tuple[float, floa
     if not (math.isfinite(lon) and math.isfinite(lat)) or abs(lon) > 180 or abs(lat) > 90:
         raise InvalidInputError(f"{pair!r} is outside {ranges}", parameter=parameter, value=pair)
     return lon, lat
-
-
-def lang_param(request: Request) -> str:
-    """The ``lang`` parameter (a language tag), or the default language."""
-    lang = request.query_params.get("lang") or _settings(request).default_lang
-    if not _LANG.match(lang):
-        raise InvalidInputError("lang must be a language tag like en or pt-BR", parameter="lang")
-    return lang
 
 
 @dataclass(frozen=True)
@@ -122,27 +100,9 @@ class GeocodeParams:
             q=q,
             lang=lang_param(request),
             limit=int_param(request, "limit", 10, 1, 50),
-            bbox=_bbox(request.query_params.get("bbox")),
+            bbox=bbox_param(request, ("bbox",)),
             refresh=flag(request, "nocache"),
         )
-
-
-def _bbox(raw: str | None) -> tuple[float, float, float, float] | None:
-    if raw is None or not raw.strip():
-        return None
-    try:
-        w, s, e, n = (float(v) for v in raw.split(","))
-    except ValueError:
-        raise InvalidInputError(
-            "bbox must be west,south,east,north", parameter="bbox", value=raw
-        ) from None
-    if not (-180 <= w < e <= 180 and -90 <= s < n <= 90):
-        raise InvalidInputError(
-            "bbox must be west,south,east,north within -180..180, -90..90",
-            parameter="bbox",
-            value=raw,
-        )
-    return w, s, e, n
 
 
 async def get_geocode(request: Request) -> JSONResponse:
@@ -336,14 +296,45 @@ async def get_url_proxy(request: Request) -> StreamingResponse:
     answer = await proxy.fetch(
         request.app.state.proxy_http, request.app.state.proxy_policy, url, request.headers
     )
-    headers = {**answer.headers, "Access-Control-Allow-Origin": "*"}
     # closing again after the stream is harmless; it frees the connection if it never started
     return StreamingResponse(
         answer.body,
         status_code=answer.status,
-        headers=headers,
+        headers=answer.headers,
         background=BackgroundTask(answer.aclose),
     )
+
+
+#: a fetched document opened as a page (an SVG, an XML file) runs no script, loads nothing
+_SANDBOX = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+
+
+class ProxyHeadersMiddleware:
+    """Headers of every ``gis-url-proxy`` answer, errors too: no sniffing, a sandbox, CORS.
+
+    ``Access-Control-Allow-Origin`` is sent only to an origin of ``MAPSVC_PROXY_CORS_ORIGINS``
+    (echoed, with ``Vary: Origin``), or as ``*`` when the setting is ``*``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
+        policy: proxy.ProxyPolicy = scope["app"].state.proxy_policy
+        allowed = policy.cors_origin(Headers(scope=scope).get("origin"))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Content-Security-Policy"] = _SANDBOX
+                if policy.cors_origins and "*" not in policy.cors_origins:
+                    headers.add_vary_header("Origin")
+                if allowed is not None:
+                    headers["Access-Control-Allow-Origin"] = allowed
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 @dataclass(frozen=True)
@@ -403,7 +394,13 @@ ROUTES = [
     Route("/map-route", get_map_route, methods=["GET"], name="get_map_route"),
     Route("/weather", get_weather, methods=["GET"], name="get_weather"),
     Route("/height", get_height, methods=["GET"], name="get_height"),
-    Route("/gis-url-proxy", get_url_proxy, methods=["GET"], name="get_url_proxy"),
+    Route(
+        "/gis-url-proxy",
+        get_url_proxy,
+        methods=["GET"],
+        name="get_url_proxy",
+        middleware=[Middleware(ProxyHeadersMiddleware)],
+    ),
     Route("/dzk", get_parcel, methods=["GET"], name="get_parcel"),
     Route("/dzk.api", get_parcel, methods=["GET"], name="get_parcel_api"),
 ]
