@@ -197,6 +197,7 @@ def chunks(bounds: list[float], plan: dict[str, Any], start: int = 0) -> Iterato
 # KEYS: the run's hash, its set of counted chunks. ARGV: chunk id, chunk size, error, then the
 # count fields, then their increments. Returns 1 when this chunk completed the run.
 _ADD_CHUNK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], redis.call('TTL', KEYS[1]))
 redis.call('HDEL', KEYS[1], 'attempt:' .. ARGV[1])
@@ -210,6 +211,13 @@ return 0
 """
 
 
+# KEYS: the run's hash. ARGV: the chunk's attempt field. 0 when the run is gone (expired).
+_ATTEMPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+"""
+
+
 class PretileCounters:
     """What the chunks of a run did, added up in one Redis hash per run."""
 
@@ -218,6 +226,7 @@ class PretileCounters:
         self.key = f"mapsvc:pretile:{job_id}"
         self.ttl_s = ttl_s
         self._add = client.register_script(_ADD_CHUNK)
+        self._attempt = client.register_script(_ATTEMPT)
 
     def start(self, plan: dict[str, Any]) -> None:
         """Record the plan and the start time (kept when the plan task runs again)."""
@@ -229,10 +238,14 @@ class PretileCounters:
         pipe.execute()
 
     def attempt(self, chunk: Chunk) -> int:
-        """Count a start of a chunk (a chunk whose worker died is delivered again)."""
+        """Count a start of a chunk (a chunk whose worker died is delivered again).
+
+        Returns:
+            The starts of the chunk so far; 0 when the run's counters are gone (expired), so
+            that a chunk delivered that late writes no key without a TTL.
+        """
         field = f"attempt:{chunk.z}:{chunk.x0}:{chunk.y0}"
-        attempts: int = self.client.hincrby(self.key, field, 1)
-        return attempts
+        return int(self._attempt(keys=[self.key], args=[field]))
 
     def add(self, chunk: Chunk, counts: dict[str, int], error: str | None = None) -> bool:
         """Add what one chunk did (``rendered``, ``skipped``, ``empty``, ``cancelled``), once.

@@ -21,7 +21,15 @@ from api.app import create_app
 from api.jobs import JobService
 from shared.jobs import JobStore
 from shared.settings import Settings
-from shared.tiles.pretile import CHUNK, Chunk, PretileLock, chunks, count_chunks, plan_pretile
+from shared.tiles.pretile import (
+    CHUNK,
+    Chunk,
+    PretileCounters,
+    PretileLock,
+    chunks,
+    count_chunks,
+    plan_pretile,
+)
 from tests.api.test_jobs import wait_state
 from tests.api.test_pretile import stored_tiles
 from tests.api.test_raster import job_lines
@@ -293,3 +301,11 @@ def test_a_large_run_queues_a_few_batches_and_can_be_cancelled(
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert_still_answering(client, world)
+
+
+def test_a_chunk_of_an_expired_run_writes_no_key(settings: Settings, rdb: redis.Redis) -> None:
+    counters = PretileCounters(rdb, str(uuid.uuid4()), settings.events_ttl_s)
+    chunk = Chunk(3, 0, 0, 1, 1)
+    assert counters.attempt(chunk) == 0
+    assert counters.add(chunk, {"rendered": 4}) is False
+    assert rdb.keys(f"{counters.key}*") == []

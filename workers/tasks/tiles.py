@@ -155,10 +155,14 @@ def render_chunk(
     error = None
     if job_store().cancel_requested(job_id):
         counts["cancelled"] = chunk.size
-    elif counters.attempt(chunk) > _CHUNK_ATTEMPTS:
-        error = f"zoom {z} chunk {x0},{y0}: its worker process died every time"
     else:
-        error = _render_chunk(chunk, style, lang, store, refresh, counts)
+        attempts = counters.attempt(chunk)
+        if attempts == 0:
+            return  # the run's counters expired long ago: nothing is left to count into
+        if attempts > _CHUNK_ATTEMPTS:
+            error = f"zoom {z} chunk {x0},{y0}: its worker process died every time"
+        else:
+            error = _render_chunk(chunk, style, lang, store, refresh, counts)
     last = counters.add(chunk, counts, error)
     if not counts["cancelled"]:
         text, progress = counters.progress_line(z)
