@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean protos bench
+.PHONY: setup services run test lint fmt clean protos bench stress
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_raster
 	$(BIN)/python -m tests.bench.bench_tiles
 	$(BIN)/python -m tests.bench.bench_vector
+
+# the service under hostile load (wrk, SSE streams, slow readers): probes answer in 5 s, no 500
+stress: setup
+	bash deploy/services.sh --test-tools
+	$(BIN)/python -m tests.bench.stress $(STRESS_ARGS)
 
 fmt: setup
 	$(BIN)/ruff format .

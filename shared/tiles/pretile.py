@@ -152,8 +152,8 @@ def check_ceiling(plan: dict[str, Any]) -> None:
     if plan["over_ceiling"]:
         raise UnprocessableError(
             f"the plan is {plan['total']} tiles, above the ceiling of {plan['ceiling']} tiles"
-            f" per run (its first zoom, {plan['minzoom']}, is always tiled whole): raise"
-            " minzoom or tile a smaller layer",
+            f" per run (its first zoom, {plan['minzoom']}, is always tiled whole): choose a"
+            " lower minzoom (each zoom has four times the tiles of the one before)",
             plan=plan,
         )
 
