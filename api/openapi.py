@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 from api.routes.pdf import MAX_FILES
 from api.routes.providers import MAX_ROUTE_POINTS
 from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS
+from shared.params import LANG_PATTERN, SRS_PATTERN
 from shared.parcels import CADNUM
 from shared.providers.elevation import MAX_POINTS
 from shared.providers.routing import PROFILES
@@ -392,10 +393,6 @@ def _text(
 _NUM = r"-?[0-9]+(\.[0-9]+)?"
 _BOX = rf"^{_NUM},{_NUM},{_NUM},{_NUM}$"
 _PAIR = rf"{_NUM},{_NUM}"
-#: a language tag such as ``en`` or ``pt-BR``; the server takes the configured languages only
-LANG_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$"
-#: a CRS named by its EPSG code; never a PROJ string
-SRS_PATTERN = r"^(EPSG|epsg):[0-9]{1,6}$"
 _RASTER_ID = rf"^[A-Za-z0-9_-]{{1,{MAX_ID_CHARS}}}$"
 _JOB_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _ENTRY_ID = r"^[0-9]{1,20}(-[0-9]{1,20})?$"

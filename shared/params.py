@@ -16,12 +16,24 @@ from pyproj.exceptions import CRSError
 
 from shared.errors import InvalidInputError
 
-__all__ = ["Bbox", "crs_valid_area", "parse_bbox", "parse_lang", "parse_srs"]
+__all__ = [
+    "LANG_PATTERN",
+    "SRS_PATTERN",
+    "Bbox",
+    "crs_valid_area",
+    "parse_bbox",
+    "parse_lang",
+    "parse_srs",
+]
 
 Bbox = tuple[float, float, float, float]
 
-_SRS = re.compile(r"^(EPSG|ESRI):([0-9]{1,6})$", re.IGNORECASE)
-_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+#: A language tag (``en``, ``pt-BR``); the languages served are a setting.
+LANG_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$"
+#: A CRS by authority code, either case (``EPSG:3857``, ``esri:102100``).
+SRS_PATTERN = r"^([Ee][Pp][Ss][Gg]|[Ee][Ss][Rr][Ii]):([0-9]{1,6})$"
+_SRS = re.compile(SRS_PATTERN)
+_LANG = re.compile(LANG_PATTERN)
 _WGS84 = "EPSG:4326"
 #: A projected CRS is valid a little past its area of use: this share of the area's span.
 _MARGIN = 0.1
@@ -57,7 +69,7 @@ def parse_srs(text: str, parameter: str = "srs") -> str:
             parameter=parameter,
             value=text[:64],
         )
-    srs = f"{match[1].upper()}:{int(match[2])}"
+    srs = f"{match[1].upper()}:{int(match[2])}"  # one spelling: EPSG:3857
     crs_valid_area(srs)  # a code PROJ does not know is refused here
     return srs
 
