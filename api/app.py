@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -72,6 +73,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ),
         )
         state.tiles = TileService(mapnik_dir, state.render_pool)
+        # in the background: the API answers at once, the first renders find Mapnik loaded
+        warming = (
+            asyncio.create_task(state.render_pool.warm_up()) if settings.render_warm_up else None
+        )
         state.tile_stores = tile_stores(settings)
         state.file_tiles = state.tile_stores.file
         state.s3_tiles = state.tile_stores.s3  # None when MAPSVC_S3_ENDPOINT_URL is unset
@@ -86,6 +91,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await state.http.aclose()
             state.dem.close()
             await state.proxy_http.aclose()
+            if warming is not None:
+                warming.cancel()
             state.render_pool.close()
             state.tile_stores.close()
             if state.convert is not None:

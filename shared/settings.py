@@ -249,10 +249,13 @@ class Settings(BaseSettings):
         default=64, ge=1, description="Renders waiting or running per API process; then 503"
     )
     render_max_large: int = Field(
-        default=2, ge=1, description="BBOX renders larger than a tile at once per API process"
+        default=1, ge=1, description="BBOX renders larger than a tile at once per API process"
     )
     render_timeout_s: float = Field(
         default=30.0, gt=0, description="Longest wait for one render; then 503"
+    )
+    render_warm_up: bool = Field(
+        default=True, description="Start the render processes when the API starts, not on first use"
     )
     render_max_pixels: int = Field(
         default=4096 * 4096, ge=65536, description="Largest width x height of a BBOX render"
@@ -313,6 +316,11 @@ class Settings(BaseSettings):
     )
     db_pool_timeout_s: float = Field(
         default=5.0, gt=0, description="Longest wait for a pooled connection (then 503)"
+    )
+    geojson_buffer_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=0,
+        description="GeoJSON read ahead of the client; a page that fits frees its connection",
     )
     # [settings: uploads, convert, proxy]
     upload_max_bytes: int = Field(

@@ -70,6 +70,7 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         diag_probe=True,  # the job tests run the pipeline probe
         job_watchdog_interval_s=2,  # the worker's beat checks for stalled jobs often
         allowed_hosts="testserver,127.0.0.1,localhost",  # TestClient's host, and live servers
+        render_warm_up=False,  # many apps start and stop here: render processes on first use
         _env_file=None,  # type: ignore[call-arg]
     )
 

@@ -97,6 +97,7 @@ async def get_geojson(request: Request) -> Response:
         limit=limit,
         offset=offset,
         timeout_ms=settings.vector_statement_timeout_ms,
+        buffer_bytes=settings.geojson_buffer_bytes,
     )
     links = [{"rel": "self", **page(offset)}]
     if offset + limit < features.number_matched:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -26,15 +28,26 @@ if TYPE_CHECKING:
 
 __all__ = ["RenderLimits", "RenderPool"]
 
+#: how much lower than the API process render processes run
+_NICE = 5
+
 _renderer: TileRenderer | None = None
 
 
 def _start(mapnik_dir: str, tile_size: int) -> None:
+    # renders yield the CPU to the API's event loop: a flood of big renders never keeps the
+    # process that answers requests (tiles from the cache, 503s, /ready) from running
+    os.nice(_NICE)
     # only render processes import Mapnik (through shared.tiles.render)
     from shared.tiles.render import TileRenderer
 
     global _renderer
     _renderer = TileRenderer(Path(mapnik_dir), tile_size)
+
+
+def _started() -> int:
+    time.sleep(0.05)  # held a moment, so that each of the warm-up calls gets its own process
+    return os.getpid()
 
 
 def _render(
@@ -60,12 +73,16 @@ class RenderLimits:
     """The bounds of a render pool's queue (settings ``MAPSVC_RENDER_*``)."""
 
     max_queue: int = 64
-    max_large: int = 2
+    max_large: int = 1
     timeout_s: float = 30.0
 
 
 class RenderPool:
-    """Renders in ``processes`` processes, started on first use (spawned: the API has threads)."""
+    """Renders in ``processes`` processes (spawned: the API has threads).
+
+    The processes start on first use, or all at once with :meth:`warm_up` (the API does it
+    when it starts, so that the first burst of requests does not pay for the start of Mapnik).
+    """
 
     def __init__(
         self,
@@ -112,6 +129,15 @@ class RenderPool:
                     initargs=self._args,
                 )
             return self._executor
+
+    async def warm_up(self) -> int:
+        """Start every render process now (Mapnik loaded); returns how many answered."""
+        loop = asyncio.get_running_loop()
+        pool = self._pool()
+        pids = await asyncio.gather(
+            *(loop.run_in_executor(pool, _started) for _ in range(self._processes))
+        )
+        return len(set(pids))
 
     def _restart(self, broken: ProcessPoolExecutor) -> None:
         with self._lock:

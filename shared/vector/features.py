@@ -4,11 +4,13 @@ The count (``numberMatched``) runs first and the feature query is under way befo
 byte is sent, so a bad value or a timeout still gets its own status; then each feature comes
 from the database as JSON text and is passed on as it arrives.
 
-The rows come from a server-side cursor, inside a transaction that stays open while the
-client reads: its caller cuts the answer after ``MAPSVC_GEOJSON_MAX_S`` and calls
+The rows come from a server-side cursor and are read ahead of the client into memory, up to
+``MAPSVC_GEOJSON_BUFFER_BYTES``: a page that fits ends its transaction and frees its connection
+before a slow client has read it. A larger page keeps its transaction open while the client
+reads: its caller cuts the answer after ``MAPSVC_GEOJSON_MAX_S`` and calls
 :meth:`GeoJsonPage.close`, and PostgreSQL ends a transaction left idle that long in any case
 (``idle_in_transaction_session_timeout``, see :mod:`shared.vector.db`), so a slow reader
-never pins a connection.
+never pins a connection for long.
 """
 
 from __future__ import annotations
@@ -76,13 +78,28 @@ class GeoJsonPage:
     first: list[str]
     result: Any
     started: float
+    buffer_bytes: int
     number_returned: int = 0
 
     async def batches(self) -> AsyncIterator[str]:
-        """The features' JSON text, a batch of rows at a time, comma-separated; the connection
-        is released at the end."""
+        """The features' JSON text, a batch of rows at a time, comma-separated.
+
+        The rows are read ahead of the client into memory, up to ``buffer_bytes``: a page that
+        fits gives its connection back before a slow client has read a byte of it; a larger
+        one streams on from the cursor, holding the connection (under the caller's time cap).
+        """
         try:
-            batch = self.first
+            ahead: list[list[str]] = []
+            size, batch = 0, self.first
+            while batch and size <= self.buffer_bytes:
+                ahead.append(batch)
+                size += sum(len(feature) for feature in batch)
+                batch = [row[0] for row in await self.result.fetchmany(_BATCH)]
+            if not batch:  # the whole page is in memory: free the connection now
+                await self.close()
+            for kept in ahead:
+                self.number_returned += len(kept)
+                yield ",".join(kept)
             while batch:
                 self.number_returned += len(batch)
                 yield ",".join(batch)
@@ -125,10 +142,12 @@ async def open_geojson(
     limit: int,
     offset: int,
     timeout_ms: int,
+    buffer_bytes: int,
 ) -> GeoJsonPage:
     """Count the matching features and start reading a page of them.
 
-    The page holds a connection until it is read to the end or closed.
+    The page holds a connection until it is read into memory (up to ``buffer_bytes``), read
+    to the end, or closed.
 
     Raises:
         InvalidInputError: an unknown SRID, or a value that does not fit its field.
@@ -176,4 +195,4 @@ async def open_geojson(
     except BaseException:
         await conn.close()
         raise
-    return GeoJsonPage(matched, sql, page_params, conn, first, result, started)
+    return GeoJsonPage(matched, sql, page_params, conn, first, result, started, buffer_bytes)

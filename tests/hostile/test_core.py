@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import shutil
 import subprocess
 import time
@@ -338,6 +339,22 @@ def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: list[st
     assert [isinstance(r, UnavailableError) for r in results] == [False, True, False, False, True]
     assert all(r.detail["retry_after_s"] == 1 for r in refused)
     assert (pool.pending, pool.pending_large) == (0, 0)
+
+
+def test_render_processes_start_with_the_api_at_a_lower_priority(settings: Settings) -> None:
+    warm = settings.model_copy(update={"render_warm_up": True, "render_processes": 2})
+    with TestClient(create_app(warm)) as client:
+        pool = client.app.state.render_pool  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 60
+        while len(pool._executor._processes if pool._executor else ()) < 2:
+            assert time.monotonic() < deadline, "the render processes did not start"
+            time.sleep(0.1)
+        pids = list(pool._executor._processes)
+        deadline = time.monotonic() + 60
+        while not all(os.getpriority(os.PRIO_PROCESS, pid) == 5 for pid in pids):
+            assert time.monotonic() < deadline, "the render processes kept their priority"
+            time.sleep(0.1)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the API's own process does not
 
 
 def test_a_slow_render_is_503_with_retry_after(

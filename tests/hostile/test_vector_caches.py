@@ -233,6 +233,7 @@ def slow_server(settings: Settings, vector_tables: str) -> Iterator[str]:  # noq
             "database_url": f"{vector_tables}?application_name={SLOW_APP}",
             "vector_schemas": "public,hostile",
             "geojson_max_s": CAP_S,
+            "geojson_buffer_bytes": 0,  # no read-ahead: the stream holds its connection
             "db_pool_size": 1,
             "db_max_overflow": 0,
             "db_pool_timeout_s": 0.5,
@@ -318,3 +319,33 @@ def test_an_exhausted_database_pool_is_a_quick_503(
     wait_for(lambda: transactions(vector_tables) == 0, CAP_S + 5)
     r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
     assert r.status_code == 200
+
+
+def test_a_slow_reader_of_a_page_that_fits_the_read_ahead_holds_no_connection(
+    settings: Settings,
+    slow_server: str,
+    vector_tables: str,  # noqa: F811
+) -> None:
+    roomy = settings.model_copy(
+        update={
+            "database_url": f"{vector_tables}?application_name={SLOW_APP}",
+            "vector_schemas": "public,hostile",
+            "geojson_max_s": CAP_S,
+            "db_pool_size": 1,
+            "db_max_overflow": 0,
+            "db_pool_timeout_s": 0.5,
+        }
+    )
+    with served(roomy) as base, slow_reader(base) as sock:
+        # the whole page was read ahead into memory: its transaction ended at once
+        wait_for(lambda: transactions(vector_tables) == 0, 3)
+        t0 = time.monotonic()
+        r = httpx.get(f"{base}{URL}/public.test_lines?nocache=1", timeout=10)
+        assert r.status_code == 200  # the one pooled connection is free for others
+        assert time.monotonic() - t0 < 2
+        sock.settimeout(CAP_S + 5)
+        received = b""
+        while chunk := sock.recv(1 << 20):  # the slow client still gets the whole page
+            received += chunk
+    assert b'"numberReturned": 10000' in received  # the closing chunk, after every feature
+    assert received.endswith(b"0\r\n\r\n")  # the end of a chunked body: nothing was cut
