@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         state.redis = sync_client(settings.redis_url)
         state.aredis = async_client(settings.redis_url)
         state.db = make_engine(settings)
+        state.ready_db = make_engine(settings, connections=1)  # /ready's own connection
         state.vector = Catalogue(
             [name.strip() for name in settings.vector_schemas.split(",") if name.strip()],
             settings.vector_config,
@@ -100,6 +101,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             state.celery.close()
             await state.jobs.aclose()
             await state.db.dispose()
+            await state.ready_db.dispose()
             await state.aredis.aclose()
             state.redis.close()
 

@@ -29,6 +29,9 @@ _ALL_QUEUES = ",".join(sorted(set(QUEUES.values())))
 def _serve_argv(settings: Settings, reload: bool = False) -> list[str]:
     argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory"]
     argv += ["--host", settings.host, "--port", str(settings.port), "--log-level", "info"]
+    # asyncio's loop, not uvloop: under a flood of requests on open connections, uvloop
+    # accepted new connections only every few seconds (measured with `make stress`)
+    argv += ["--loop", "asyncio"]
     if reload:
         return [*argv, "--reload"]
     return [*argv, "--workers", str(settings.api_workers)]

@@ -315,7 +315,7 @@ class Settings(BaseSettings):
         default=5, ge=0, description="Connections past the pool size under load"
     )
     db_pool_timeout_s: float = Field(
-        default=5.0, gt=0, description="Longest wait for a pooled connection (then 503)"
+        default=3.0, gt=0, description="Longest wait for a pooled connection (then 503)"
     )
     geojson_buffer_bytes: int = Field(
         default=16 * 1024 * 1024,

@@ -44,7 +44,7 @@ async def get_ready(request: Request) -> JSONResponse:
         return {}
 
     async def database_probe() -> dict[str, Any]:
-        async with state.db.connect() as conn:
+        async with state.ready_db.connect() as conn:
             postgis = await conn.scalar(text("SELECT postgis_lib_version()"))
         return {"postgis": postgis}
 

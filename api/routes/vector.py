@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -157,6 +158,11 @@ class _CappedStream(StreamingResponse):
                 raise
             # the response stays incomplete: the server closes the connection
             log.warning("%s cut after %s s (MAPSVC_GEOJSON_MAX_S)", scope["path"], self.max_s)
+        except DBAPIError as exc:
+            # the answer has begun, so no error status can be sent: it stays incomplete, and
+            # the client sees the connection close (a statement timeout on a busy server, say)
+            reason = str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__
+            log.warning("%s cut mid-answer: %s", scope["path"], reason)
         finally:
             # out of the cancelled scope now: a close cut short inside the stream is redone
             await self.stream.aclose()

@@ -15,14 +15,21 @@ from shared.settings import Settings
 __all__ = ["make_engine"]
 
 
-def make_engine(settings: Settings) -> AsyncEngine:
-    """An async engine on ``MAPSVC_DATABASE_URL``; a query past the timeout is cancelled."""
+def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncEngine:
+    """An async engine on ``MAPSVC_DATABASE_URL``; a query past the timeout is cancelled.
+
+    Args:
+        settings: the service's settings.
+        connections: a pool of exactly this many connections (the readiness check has one of
+            its own, so that a pool busy with answers does not make the service look down);
+            default: ``MAPSVC_DB_POOL_SIZE`` plus ``MAPSVC_DB_MAX_OVERFLOW`` under load.
+    """
     idle_ms = max(1, int(settings.geojson_max_s * 1000))
     return create_async_engine(
         settings.database_url,
         pool_pre_ping=True,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
+        pool_size=connections or settings.db_pool_size,
+        max_overflow=0 if connections else settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_s,
         connect_args={
             "connect_timeout": 3,

@@ -90,11 +90,14 @@ class GeoJsonPage:
         """
         try:
             ahead: list[list[str]] = []
-            size, batch = 0, self.first
+            size, rows, batch = 0, 0, self.first
             while batch and size <= self.buffer_bytes:
                 ahead.append(batch)
                 size += sum(len(feature) for feature in batch)
-                batch = [row[0] for row in await self.result.fetchmany(_BATCH)]
+                rows += len(batch)
+                # as many rows as the read-ahead has room for: few round trips on a busy loop
+                room = (self.buffer_bytes - size) * rows // max(size, 1)
+                batch = [row[0] for row in await self.result.fetchmany(max(_BATCH, room))]
             if not batch:  # the whole page is in memory: free the connection now
                 await self.close()
             for kept in ahead:

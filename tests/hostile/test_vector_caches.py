@@ -349,3 +349,27 @@ def test_a_slow_reader_of_a_page_that_fits_the_read_ahead_holds_no_connection(
             received += chunk
     assert b'"numberReturned": 10000' in received  # the closing chunk, after every feature
     assert received.endswith(b"0\r\n\r\n")  # the end of a chunked body: nothing was cut
+
+
+def test_a_database_error_mid_answer_cuts_it_cleanly(
+    slow_server: str,
+    vector_tables: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with slow_reader(slow_server) as sock:
+        wait_for(lambda: transactions(vector_tables, IDLE) == 1, CAP_S - 1)
+        with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (SLOW_APP,),
+            )
+        sock.settimeout(10)
+        received = b""
+        while chunk := sock.recv(1 << 20):  # the client reads on: the stream meets the error
+            received += chunk
+    assert not received.endswith(b"0\r\n\r\n")  # no end of the chunked body: the answer is cut
+    assert "cut mid-answer" in caplog.text
+    assert "Traceback" not in caplog.text
+    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
+    assert r.status_code == 200  # the pool has a working connection again
