@@ -26,6 +26,7 @@ from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
 from tests.api.test_system import assert_error
 from tests.api.test_tiles import decode, tile_url
+from tests.vector.conftest import vector_tables  # noqa: F401 - the vector layers, a fixture
 
 RGB = "single/RGB.byte.tif"
 ROOT_RASTER = "root-scene.tif"
@@ -376,6 +377,42 @@ def test_a_slow_render_is_503_with_retry_after(
             time.sleep(0.1)
         assert pool.pending == 0
         assert client.get("/api-user/health").status_code == 200
+
+
+# -- one parser per parameter ----------------------------------------------------------------
+
+
+def _message(tc: TestClient, url: str) -> str:
+    r = tc.get(url)
+    assert r.status_code == 400, (url, r.text)
+    return str(assert_error(r.json(), "invalid-input")["message"])
+
+
+@pytest.mark.usefixtures("snapshot", "vector_tables")
+def test_one_rule_per_parameter_everywhere(tc: TestClient) -> None:
+    layer = encode_id(LAYER)
+    langs = {
+        _message(tc, url)
+        for url in (
+            f"/api-user/rtile/{layer}/xx/9/145/219.png",
+            f"/api-user/rtile/{layer}/9/145/219.png?lang=xx",
+            f"/api-user/gis-layer-pretile/{layer}?lang=xx",
+            f"/api-user/gis-speed-test?layer={layer}&lang=xx",
+            "/api-user/geocode?q=Kyiv&lang=xx",
+            "/api-user/weather?x=30&y=50&lang=xx",
+        )
+    }
+    assert len(langs) == 1
+    assert langs.pop().startswith("lang must be one of")
+    boxes = {
+        _message(tc, url).split(" ", 1)[1]  # "<parameter> must be ..."
+        for url in (
+            f"/api-user/rtile/{layer}/9/145/219.png?BBOX=nan,0,1,1",
+            "/api-user/geojson/public.countries?extent=nan,0,1,1",
+            "/api-user/geocode?q=Kyiv&bbox=nan,0,1,1",
+        )
+    }
+    assert boxes == {"must be four finite numbers with min < max"}
 
 
 # -- hosts -----------------------------------------------------------------------------------
