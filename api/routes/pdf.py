@@ -15,15 +15,13 @@ from starlette.routing import Route
 from starlette.types import Message
 
 from shared.convert.client import ConvertClient, PdfFile
-from shared.convert.merge import looks_like_pdf
+from shared.convert.merge import MAX_FILES, looks_like_pdf
 from shared.convert.paths import work_pdf
 from shared.errors import InvalidInputError, PayloadTooLargeError, UnavailableError
 from shared.settings import Settings
 
 __all__ = ["ROUTES"]
 
-#: most files in one merge
-MAX_FILES = 1000
 #: largest text field of a multipart body (output name, metadata)
 _MAX_FIELD_BYTES = 64 * 1024
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")

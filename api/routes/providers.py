@@ -172,10 +172,6 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     return JSONResponse(body)
 
 
-#: most points of one route
-MAX_ROUTE_POINTS = 25
-
-
 @dataclass(frozen=True)
 class RouteParams:
     """A route: its points (lon, lat), the profile, whether to add steps and alternatives."""
@@ -195,9 +191,9 @@ class RouteParams:
             raise InvalidInputError(
                 "points needs at least two lon,lat pairs separated by ';'", parameter="points"
             )
-        if len(pairs) > MAX_ROUTE_POINTS:
+        if len(pairs) > routing.MAX_ROUTE_POINTS:
             raise InvalidInputError(
-                f"points has more than {MAX_ROUTE_POINTS} pairs", parameter="points"
+                f"points has more than {routing.MAX_ROUTE_POINTS} pairs", parameter="points"
             )
         points = [_lon_lat(pair, "points", lat_first=False) for pair in pairs]
         profile = request.query_params.get("profile") or "car"

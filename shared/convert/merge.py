@@ -13,7 +13,10 @@ from pypdf.errors import DependencyError, PyPdfError
 
 from shared.errors import InvalidInputError
 
-__all__ = ["HEADER_WINDOW", "MergedPdf", "looks_like_pdf", "merge_pdfs"]
+__all__ = ["HEADER_WINDOW", "MAX_FILES", "MergedPdf", "looks_like_pdf", "merge_pdfs"]
+
+#: most files in one merge
+MAX_FILES = 1000
 
 log = logging.getLogger("mapsvc.convert")
 

@@ -9,7 +9,10 @@ from shared.errors import NotFoundError, UpstreamBadAnswerError
 from shared.providers.config import Provider
 from shared.providers.upstream import Upstream, round_coord
 
-__all__ = ["PROFILES", "decode_polyline6", "route", "valhalla_route"]
+__all__ = ["MAX_ROUTE_POINTS", "PROFILES", "decode_polyline6", "route", "valhalla_route"]
+
+#: most points of one route
+MAX_ROUTE_POINTS = 25
 
 #: the profiles of the API; OSRM's own profiles have the same names
 PROFILES = ("car", "bike", "foot")

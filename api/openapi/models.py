@@ -1,0 +1,364 @@
+"""The response bodies of the OpenAPI document as pydantic models, and their JSON schemas.
+
+Every failure is :class:`ErrorResponse`; :func:`components` gives the schemas of
+``components.schemas`` and :func:`ref` points at one of them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.json_schema import models_json_schema
+
+__all__ = [
+    "CacheDropped",
+    "CompressResult",
+    "CompressedFile",
+    "ElevationLocation",
+    "ElevationResult",
+    "Elevations",
+    "ErrorBody",
+    "ErrorResponse",
+    "Feature",
+    "FeatureCollection",
+    "Health",
+    "Job",
+    "JobLinks",
+    "Parcel",
+    "PretilePlan",
+    "PretileResult",
+    "PretileZoom",
+    "ProbeResult",
+    "RasterConfig",
+    "RasterInfo",
+    "RasterListing",
+    "RasterRow",
+    "RasterStat",
+    "RasterStatTimes",
+    "Ready",
+    "ReverseGeocode",
+    "Schema",
+    "SpeedTest",
+    "SseEvent",
+    "TileDebug",
+    "TileJson",
+    "VectorLayerEntry",
+    "Weather",
+    "components",
+    "ref",
+]
+
+Schema = dict[str, Any]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorBody(BaseModel):
+    """What went wrong: a stable slug, a message for people, and facts about the failure."""
+
+    code: str
+    message: str
+    detail: dict[str, Any]
+
+
+class ErrorResponse(BaseModel):
+    """The one shape of every failure (4xx and 5xx)."""
+
+    error: ErrorBody
+
+
+class JobLinks(BaseModel):
+    """Where the job and its event stream are."""
+
+    self: str
+    events: str
+
+
+class Job(BaseModel):
+    """The job descriptor: state, progress, result or error, links."""
+
+    id: str
+    kind: str
+    state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: float | None
+    params: dict[str, Any]
+    created: str | None
+    started: str | None
+    finished: str | None
+    worker: str | None
+    last_line: str | None
+    cancel_requested: bool
+    result: Any
+    error: dict[str, Any] | None
+    links: JobLinks
+
+
+class SseEvent(_Body):
+    """One event of a stream: its text (a job line) and its stream entry id."""
+
+    data: str
+    id: str | None = None
+
+
+class Health(BaseModel):
+    """The process is alive."""
+
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    """Every dependency answered."""
+
+    status: Literal["ready"]
+    checks: dict[str, dict[str, Any]]
+
+
+class RasterRow(BaseModel):
+    """A raster of a listing (spec 2.1)."""
+
+    id: str
+    name: str
+    islayer: bool
+    filename: str
+    path: str
+    type: Literal["dir", "file"]
+
+
+class RasterListing(BaseModel):
+    """The rasters of a folder (spec 2.1)."""
+
+    time: int
+    folder: str
+    rows: list[RasterRow]
+
+
+class RasterConfig(_Body):
+    """A raster configured as a layer (spec 2.2), with the layer id added."""
+
+    id: str
+    layer: str
+    extent: list[float]
+    url: str
+
+
+class RasterStatTimes(_Body):
+    """Times, size and count of a raster (spec 2.3 ``stat``)."""
+
+    cdate: str
+    edate: str
+    size: int | None
+    count: int
+
+
+class RasterStat(_Body):
+    """Raster statistics (spec 2.3)."""
+
+    time: int
+    type: Literal["file", "dir"]
+    stat: RasterStatTimes
+    files: list[dict[str, Any]]
+
+
+class RasterInfo(_Body):
+    """``gdalinfo -json`` of a layer's raster (spec 2.4)."""
+
+    description: str
+    driverShortName: str  # noqa: N815 - gdalinfo's field name
+    size: list[int]
+    bands: list[dict[str, Any]]
+
+
+class CompressedFile(_Body):
+    """One compressed raster."""
+
+    name: str
+
+
+class CompressResult(_Body):
+    """Where the compressed rasters went."""
+
+    folder: str
+    files: list[CompressedFile]
+
+
+class TileDebug(BaseModel):
+    """The tile's corners in the layer's CRS and the command that renders it (spec 2.6)."""
+
+    bbound: list[float]
+    cmd: str
+
+
+class PretileZoom(_Body):
+    """One zoom of a pre-tiling plan."""
+
+    zoom: int
+    tiles: int
+
+
+class PretilePlan(_Body):
+    """What pre-tiling would render (``dryrun=1``)."""
+
+    minzoom: int
+    maxzoom: int
+    zooms: list[PretileZoom]
+    total: int
+
+
+class PretileResult(_Body):
+    """What a pre-tiling job rendered."""
+
+    plan: dict[str, Any]
+    zooms: list[dict[str, Any]]
+    rendered: int
+    skipped: int
+
+
+class SpeedTest(_Body):
+    """The speed test's summary."""
+
+    style: str
+    lang: str
+    zooms: list[dict[str, Any]]
+
+
+class ProbeResult(_Body):
+    """The pipeline probe's result."""
+
+    steps: int
+    ms: int
+
+
+class FeatureCollection(_Body):
+    """A GeoJSON FeatureCollection."""
+
+    type: Literal["FeatureCollection"]
+    features: list[dict[str, Any]]
+
+
+class Feature(_Body):
+    """A GeoJSON Feature."""
+
+    type: Literal["Feature"]
+    geometry: dict[str, Any] | None
+    properties: dict[str, Any] | None
+
+
+class VectorLayerEntry(_Body):
+    """A layer of a TileJSON document (spec 2.5)."""
+
+    id: str
+    fields: dict[str, str]
+    minzoom: int
+    maxzoom: int
+    count: int
+
+
+class TileJson(_Body):
+    """A vector layer as TileJSON 3.0.0 (spec 2.5)."""
+
+    tilejson: str
+    id: str
+    bounds: list[float]
+    center: list[float]
+    format: str
+    minzoom: int
+    maxzoom: int
+    scheme: str
+    tiles: list[str]
+    vector_layers: list[VectorLayerEntry]
+
+
+class CacheDropped(BaseModel):
+    """A layer's vector caches were dropped."""
+
+    layer: str
+    epoch: int
+
+
+class ReverseGeocode(BaseModel):
+    """Both providers' answers (spec 2.7); a failed key holds an error object instead."""
+
+    geocoder_a: dict[str, Any]
+    map: dict[str, Any]
+
+
+class Weather(BaseModel):
+    """The current weather (spec 2.8)."""
+
+    body: dict[str, Any]
+
+
+class ElevationLocation(BaseModel):
+    """A point of an elevation result."""
+
+    lat: float
+    lng: float
+
+
+class ElevationResult(_Body):
+    """The elevation of one point; null where no data covers it."""
+
+    dataset: str
+    elevation: float | None
+    location: ElevationLocation
+
+
+class Elevations(_Body):
+    """Elevations of points (spec 2.9)."""
+
+    results: list[ElevationResult]
+    status: str
+
+
+class Parcel(BaseModel):
+    """A land parcel (spec 2.10)."""
+
+    success: bool
+    result: dict[str, Any]
+
+
+_MODELS: tuple[type[BaseModel], ...] = (
+    ErrorResponse,
+    Job,
+    SseEvent,
+    Health,
+    Ready,
+    RasterListing,
+    RasterConfig,
+    RasterStat,
+    RasterInfo,
+    CompressResult,
+    TileDebug,
+    PretilePlan,
+    PretileResult,
+    SpeedTest,
+    ProbeResult,
+    FeatureCollection,
+    Feature,
+    TileJson,
+    CacheDropped,
+    ReverseGeocode,
+    Weather,
+    Elevations,
+    Parcel,
+)
+
+
+def ref(model: type[BaseModel]) -> Schema:
+    """A reference to ``model``'s schema in ``components.schemas``."""
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+@lru_cache(maxsize=1)
+def components() -> dict[str, Schema]:
+    """The JSON schemas of the response bodies, keyed by model name."""
+    _, top = models_json_schema(
+        [(model, "serialization") for model in _MODELS],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas: dict[str, Schema] = top.get("$defs", {})
+    return schemas

@@ -1,0 +1,24 @@
+"""The table of operations: one :class:`~api.openapi.operation.Operation` per route name.
+
+Each module describes the routes of the ``api.routes`` module of its name.
+"""
+
+from __future__ import annotations
+
+from api.openapi.operation import Operation
+from api.openapi.operations import jobs, pdf, providers, raster, system, tiles, vector
+
+__all__ = ["operations"]
+
+
+def operations(tile_max_size: int, max_features: int) -> dict[str, Operation]:
+    """Every route's operation by route name, with the limits the parameters state."""
+    return {
+        **system.operations(),
+        **jobs.operations(),
+        **raster.operations(),
+        **tiles.operations(tile_max_size),
+        **vector.operations(max_features),
+        **pdf.operations(),
+        **providers.operations(),
+    }
