@@ -106,11 +106,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
-    service = (
-        "Redis"
-        if isinstance(exc, redis.exceptions.ConnectionError | BrokerError)
-        else ("PostgreSQL")
-    )
+    redis_errors = redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | BrokerError
+    service = "Redis" if isinstance(exc, redis_errors) else "PostgreSQL"
     busy = isinstance(exc, sqlalchemy.exc.TimeoutError)  # no free connection in the pool
     state = "busy" if busy else "unreachable"
     log.error("request %s: %s %s: %s", _request_id(request), service, state, exc)
