@@ -3,11 +3,12 @@
 Safe by construction:
 
 - only ``http``/``https`` URLs without user info, whose host is on the allowlist;
-- every connection (the first, each redirect's, each reconnection) goes through
-  :class:`GuardedBackend`, which resolves the host itself, refuses it when *any* of its
-  addresses is not public (private, loopback, link-local with the cloud metadata address,
-  shared, multicast, reserved, unspecified; IPv4-mapped IPv6 too) and connects to the address
-  it checked: a DNS answer that changes between check and connect cannot slip through;
+- every request (the first, each redirect's) goes through :class:`GuardedTransport`, which
+  resolves the host itself, refuses it when *any* of its addresses is not public (private,
+  loopback, link-local with the cloud metadata address, shared, multicast, reserved,
+  unspecified; IPv4-mapped IPv6 too) and sends the request to the address it checked (the
+  name stays in ``Host`` and, for https, in the TLS server name the certificate is checked
+  against): a DNS answer that changes between check and connect cannot slip through;
 - redirects are followed by hand, each target checked like the first URL;
 - the body is streamed with a size cap and the whole fetch with a time cap;
 - only answers of an allowed media type are relayed (images, JSON, XML, vector tiles, plain
@@ -22,14 +23,11 @@ import asyncio
 import ipaddress
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-import httpcore
 import httpx
-from httpcore import AsyncNetworkBackend, AsyncNetworkStream
-from httpcore._backends.auto import AutoBackend
 
 from shared.errors import (
     ForbiddenError,
@@ -41,7 +39,7 @@ from shared.providers.upstream import USER_AGENT, upstream_error
 from shared.settings import Settings
 
 __all__ = [
-    "GuardedBackend",
+    "GuardedTransport",
     "ProxiedResponse",
     "ProxyPolicy",
     "fetch",
@@ -163,28 +161,68 @@ def address_is_public(address: str) -> bool:
     return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
 
 
-class GuardedBackend(AsyncNetworkBackend):
-    """A network backend that connects only to public addresses (or trusted ``ip:port``)."""
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """A transport that sends requests only to public addresses (or trusted ``ip:port``).
 
-    def __init__(self, trusted: Iterable[tuple[str, int]] = ()) -> None:
-        self._inner = AutoBackend()
-        self._trusted = frozenset(trusted)
+    Each request goes to the address checked here, never to a name, so no connection resolves
+    a name again. Each host name has its own inner transport (its own connections): a TLS
+    connection whose certificate was checked for one name never carries another name's
+    requests, even when both resolve to the same address. The ``names`` most recently used
+    are kept; the inner transport of an older one is closed (an answer it still streams is
+    cut short).
 
-    async def connect_tcp(
+    Args:
+        make_inner: makes the inner transport of a name (it is given addresses, never names).
+        trusted: ``(ip, port)`` pairs reached although not public.
+        names: how many names keep their inner transport.
+    """
+
+    def __init__(
         self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> AsyncNetworkStream:
-        """Resolve ``host``, check every address, connect to a checked one."""
+        make_inner: Callable[[], httpx.AsyncBaseTransport],
+        trusted: Iterable[tuple[str, int]] = (),
+        names: int = 64,
+    ) -> None:
+        self._make_inner = make_inner
+        self._trusted = frozenset(trusted)
+        self._names = names
+        self._inner: OrderedDict[str, httpx.AsyncBaseTransport] = OrderedDict()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Resolve the request's host, check every address, send to a checked one."""
+        url = request.url
+        host = url.raw_host.decode("ascii")
+        port = url.port or (443 if url.scheme == "https" else 80)
+        address = await self._checked_address(request, host, port)
+        extensions = dict(request.extensions)
+        if url.scheme == "https":
+            extensions["sni_hostname"] = host  # TLS and its certificate check: the name
+        # the Host header httpx derived from the URL keeps the name
+        pinned = httpx.Request(
+            request.method,
+            url.copy_with(host=address),
+            headers=request.headers,
+            stream=request.stream,
+            extensions=extensions,
+        )
+        return await (await self._inner_for(host)).handle_async_request(pinned)
+
+    async def _inner_for(self, host: str) -> httpx.AsyncBaseTransport:
+        inner = self._inner.get(host)
+        if inner is None:
+            inner = self._inner[host] = self._make_inner()
+            if len(self._inner) > self._names:
+                await self._inner.popitem(last=False)[1].aclose()
+        self._inner.move_to_end(host)
+        return inner
+
+    async def _checked_address(self, request: httpx.Request, host: str, port: int) -> str:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(
                 host, port, type=socket.SOCK_STREAM
             )
         except socket.gaierror as exc:
-            raise httpcore.ConnectError(f"{host} does not resolve: {exc}") from exc
+            raise httpx.ConnectError(f"{host} does not resolve: {exc}", request=request) from exc
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         refused = [
             a for a in addresses if (a, port) not in self._trusted and not address_is_public(a)
@@ -195,39 +233,33 @@ class GuardedBackend(AsyncNetworkBackend):
                 parameter="url",
                 host=host,
             )
-        return await self._inner.connect_tcp(
-            addresses[0],
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
+        return addresses[0]
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep (the pool's retries use it)."""
-        await self._inner.sleep(seconds)
+    async def aclose(self) -> None:
+        """Close every inner transport and its connections."""
+        while self._inner:
+            await self._inner.popitem()[1].aclose()
 
 
 def make_proxy_client(settings: Settings) -> httpx.AsyncClient:
-    """The client of the proxy: every connection through :class:`GuardedBackend`.
+    """The client of the proxy: every request through :class:`GuardedTransport`.
 
     Args:
-        settings: the proxy settings (trusted addresses, time cap) and connection limits.
+        settings: the proxy settings (trusted addresses, time cap) and connection limits
+            (``provider_max_connections`` per host name).
 
     Returns:
         A client to close with ``aclose()``.
     """
     policy = ProxyPolicy.from_settings(settings)
-    transport = httpx.AsyncHTTPTransport(retries=0)
-    # httpx builds its pool without a way to pass a network backend: replace the pool
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(),
+    limits = httpx.Limits(
         max_connections=settings.provider_max_connections,
         max_keepalive_connections=min(20, settings.provider_max_connections),
-        network_backend=GuardedBackend(policy.trusted),
     )
     return httpx.AsyncClient(
-        transport=transport,
+        transport=GuardedTransport(
+            lambda: httpx.AsyncHTTPTransport(retries=0, limits=limits), policy.trusted
+        ),
         timeout=httpx.Timeout(
             settings.proxy_timeout_s, connect=settings.provider_connect_timeout_s
         ),

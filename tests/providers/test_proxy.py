@@ -6,12 +6,13 @@ import asyncio
 import socket
 from collections.abc import Iterator
 
+import httpx
 import httpx2
 import pytest
 from starlette.testclient import TestClient
 
 from shared.errors import ForbiddenError
-from shared.providers.proxy import GuardedBackend
+from shared.providers.proxy import GuardedTransport
 from shared.settings import Settings
 from tests.api.test_system import assert_error
 from tests.providers import fakes
@@ -162,18 +163,18 @@ def test_every_connection_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> N
     async def resolve(host: str, port: int, **kwargs: object) -> list[tuple]:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answers.pop(0)]
 
+    def record(request: httpx.Request) -> httpx.Response:
+        connected.append(request.url.host)  # never a real connection to a public address
+        return httpx.Response(204)
+
     async def run() -> None:
-        backend = GuardedBackend()
-
-        async def record(host: str, port: int, **kwargs: object) -> None:
-            connected.append(host)  # never a real connection to a public address
-
+        transport = GuardedTransport(lambda: httpx.MockTransport(record))
+        request = httpx.Request("GET", "http://rebind.example.org/")
         monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
-        monkeypatch.setattr(backend._inner, "connect_tcp", record)
-        await backend.connect_tcp("rebind.example.org", 80)
+        await transport.handle_async_request(request)
         for _ in range(2):
             with pytest.raises(ForbiddenError):
-                await backend.connect_tcp("rebind.example.org", 80)
+                await transport.handle_async_request(request)
 
     asyncio.run(run())
     assert connected == ["93.184.215.14"]  # the checked address, and only the first time
