@@ -179,13 +179,7 @@ class JobService:
         Raises:
             NotFoundError: no such job (or it expired).
         """
-        record = await run_in_threadpool(self._settled, check_job_id(job_id))
-        state = record.outcome or "running"
-        if record.outcome is None:
-            celery_state = await run_in_threadpool(
-                lambda: AsyncResult(job_id, app=self.celery).state
-            )
-            state = _CELERY_STATES.get(celery_state, "running")
+        record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
         return {
             "id": record.id,
             "kind": record.kind,
@@ -206,32 +200,40 @@ class JobService:
             },
         }
 
-    def _settled(self, job_id: str) -> JobRecord:
-        """The job's record, first writing the outcome Celery knows and the job could not.
+    def _settled(self, job_id: str) -> tuple[JobRecord, str]:
+        """The job's record and state, first writing the outcome Celery knows and the job could not.
 
         A job whose worker process died twice, or that was revoked before a worker ran it,
         ends in Celery without the job writing its final line: this writes it, so that no job
         stays "running" and every event stream ends. A started job silent for
         ``MAPSVC_JOB_STALL_S`` (its worker vanished, its fan-out stalled) is ended as failed,
         as the workers' watchdog would (:meth:`shared.jobs.JobStore.end_if_stalled`).
+
+        Returns:
+            The record, and the job's state for its descriptor: its outcome once it has one,
+            else what the Celery state (read once) says.
         """
         record = self.store.get(job_id)
         if record is None:
             raise NotFoundError(f"no job {job_id}", job_id=job_id)
         if record.outcome is not None:
-            return record
+            return record, record.outcome
         result = AsyncResult(job_id, app=self.celery)
-        if result.state == "FAILURE":
+        celery_state = result.state
+        ended = True
+        if celery_state == "FAILURE":
             message = (
                 f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
             )
             error = error_from_code("internal", message)
             self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}", error)
-        elif result.state == "REVOKED":
+        elif celery_state == "REVOKED":
             self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
-        elif not self.store.end_if_stalled(record, self.settings.job_stall_s):
-            return record
-        return self.store.get(job_id) or record
+        else:
+            ended = self.store.end_if_stalled(record, self.settings.job_stall_s)
+        if ended:
+            record = self.store.get(job_id) or record
+        return record, record.outcome or _CELERY_STATES.get(celery_state, "running")
 
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job: a queued job ends at once, a running one at its next progress line.
@@ -246,7 +248,7 @@ class JobService:
         return await run_in_threadpool(self._cancel, check_job_id(job_id))
 
     def _cancel(self, job_id: str) -> bool:
-        record = self._settled(job_id)
+        record, _ = self._settled(job_id)
         if record.outcome is not None:
             raise ConflictError(f"job {job_id} has already {record.outcome}", state=record.outcome)
         self.store.request_cancel(job_id)

@@ -13,7 +13,7 @@ from starlette.routing import Route
 from api.jobs import JobService, api_prefix
 from api.links import link
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
-from shared.errors import ConflictError, InvalidInputError, UnavailableError
+from shared.errors import ConflictError, InvalidInputError
 from shared.settings import Settings
 from shared.tiles.grid import MAX_ZOOM, parse_tile
 from shared.tiles.pretile import (
@@ -25,6 +25,7 @@ from shared.tiles.pretile import (
 )
 from shared.tiles.service import TileService, etag_of
 from shared.tiles.store import TileStore
+from shared.tiles.stores import TileStores
 
 __all__ = ["ROUTES"]
 
@@ -35,13 +36,8 @@ def _service(request: Request) -> TileService:
 
 
 def _store(request: Request) -> TileStore:
-    if flag(request, "isS3"):
-        store: TileStore | None = request.app.state.s3_tiles
-        if store is None:
-            raise UnavailableError("object storage is not configured (MAPSVC_S3_* settings)")
-        return store
-    file_store: TileStore = request.app.state.file_tiles
-    return file_store
+    stores: TileStores = request.app.state.tile_stores
+    return stores.pick(flag(request, "isS3"))
 
 
 def _png(request: Request, png: bytes, cache: str, max_age: int) -> Response:

@@ -26,6 +26,7 @@ from shared.errors import (
 from shared.providers.config import Provider
 from shared.providers.ratelimit import acquire_slot
 from shared.settings import Settings
+from shared.singleflight import SingleFlight
 
 __all__ = ["USER_AGENT", "Upstream", "make_http_client", "round_coord", "upstream_error"]
 
@@ -92,7 +93,7 @@ class Upstream:
     )
     # calls in flight in this process, by cache key: the same question asked twice at once
     # (both keys of reverse-geocode from one provider, say) makes one call
-    _inflight: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
+    _inflight: SingleFlight[Any] = field(default_factory=SingleFlight, repr=False)
 
     @classmethod
     def from_settings(
@@ -141,20 +142,10 @@ class Upstream:
             hit = await self.redis.get(key)
             if hit is not None:
                 return json.loads(str(hit))
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.ensure_future(
-                self._fetch_and_store(key, provider, path, {**params, **(secret_params or {})})
-            )
-            self._inflight[key] = task
-            task.add_done_callback(lambda done: self._forget(key, done))
-        # shielded: a caller that goes away does not cancel the call the others wait for
-        return await asyncio.shield(task)
-
-    def _forget(self, key: str, task: asyncio.Future[Any]) -> None:
-        self._inflight.pop(key, None)
-        if not task.cancelled():
-            task.exception()  # retrieved here, so no waiter left means no warning
+        query = {**params, **(secret_params or {})}
+        return await self._inflight.run(
+            key, lambda: self._fetch_and_store(key, provider, path, query)
+        )
 
     async def _fetch_and_store(
         self, key: str, provider: Provider, path: str, params: Mapping[str, Any]

@@ -14,6 +14,7 @@ from shared.raster.catalog import layer_files
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, extent_polygon, proj4
 from shared.raster.paths import resolve
+from shared.raster.truncation import check_not_truncated
 
 __all__ = ["describe_file", "raster_stat"]
 
@@ -21,14 +22,6 @@ __all__ = ["describe_file", "raster_stat"]
 def _iso(ts: float) -> str:
     # spec 2.3: ISO 8601 without zone offset; the times are UTC
     return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
-
-
-def _check_data(ds: rasterio.DatasetReader) -> None:
-    # The first and the last block of band 1 at full resolution: a truncated or damaged file
-    # fails here at the cost of two blocks, whatever the raster's size.
-    windows = list(ds.block_windows(1))
-    for _, window in {id(w): (0, w) for w in (windows[0][1], windows[-1][1])}.values():
-        ds.read(1, window=window)
 
 
 def describe_file(path: Path) -> dict[str, Any]:
@@ -39,7 +32,8 @@ def describe_file(path: Path) -> dict[str, Any]:
 
     Returns:
         ``name``, ``size``, ``extent`` and ``geom`` (EPSG:4326), ``bands``, ``crs`` (proj4),
-        ``rasterSize``, ``err`` (empty when all is well) and ``time`` (ms spent reading).
+        ``rasterSize``, ``err`` (empty when all is well, else GDAL's words on why it cannot be
+        read or where it is truncated) and ``time`` (ms spent reading).
     """
     t0 = time.monotonic()
     info: dict[str, Any] = {
@@ -63,7 +57,7 @@ def describe_file(path: Path) -> dict[str, Any]:
                 extent = extent_4326(ds.crs, ds.bounds)
                 info["extent"] = extent
                 info["geom"] = extent_polygon(extent)
-            _check_data(ds)
+            check_not_truncated(ds)
     except GDAL_ERRORS as exc:
         info["err"] = gdal_message(exc)
     info["time"] = int((time.monotonic() - t0) * 1000)

@@ -218,6 +218,10 @@ return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 """
 
 
+#: what a chunk's tiles became, counted per zoom for the summary
+_COUNTS = ("rendered", "skipped", "empty")
+
+
 class PretileCounters:
     """What the chunks of a run did, added up in one Redis hash per run."""
 
@@ -251,13 +255,14 @@ class PretileCounters:
         """Add what one chunk did (``rendered``, ``skipped``, ``empty``, ``cancelled``), once.
 
         A chunk counts once, however often it runs (a chunk whose worker died is delivered
-        again, and a plan whose worker died is sent again): in one atomic step.
+        again, and a plan whose worker died is sent again): in one atomic step. Its tiles,
+        cancelled ones too, count towards the end of the run; the summary counts the rest.
 
         Returns:
             Whether this chunk completed the run (every tile of the plan accounted for).
         """
-        fields = [f"{scope}:{name}" for name in counts for scope in (f"z:{chunk.z}", "all")]
-        values = [counts[name] for name in counts for _ in (0, 1)]
+        fields = [f"z:{chunk.z}:{name}" for name in _COUNTS]
+        values = [counts.get(name, 0) for name in _COUNTS]
         if error is not None:
             fields.append(f"z:{chunk.z}:errors")
             values.append(1)
@@ -269,7 +274,7 @@ class PretileCounters:
         Returns:
             Whether this completed the run.
         """
-        return self._count("rest", tiles, None, ["all:cancelled"], [tiles])
+        return self._count("rest", tiles, None, [], [])
 
     def _count(
         self, member: str, size: int, error: str | None, fields: list[str], values: list[int]
@@ -289,10 +294,7 @@ class PretileCounters:
             if not entry["tiled"]:
                 continue
             z = entry["zoom"]
-            counts = {
-                n: int(data.get(f"z:{z}:{n}", 0))
-                for n in ("rendered", "skipped", "empty", "errors")
-            }
+            counts = {n: int(data.get(f"z:{z}:{n}", 0)) for n in (*_COUNTS, "errors")}
             zooms.append({"zoom": z, "tiles": entry["tiles"], **counts})
         done = sum(z["rendered"] + z["skipped"] for z in zooms)
         return {

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rasterio.warp import transform_bounds
 
+from shared.singleflight import SingleFlight
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import Rendered, transparent_png
 from shared.tiles.pool import RenderPool
@@ -40,7 +40,8 @@ class TileService:
         self.mapnik_dir = mapnik_dir
         self.pool = pool
         self.tile_size = tile_size
-        self._inflight: dict[str, asyncio.Future[Rendered]] = {}
+        # concurrent requests for one uncached tile share one render (and one write)
+        self._inflight: SingleFlight[Rendered] = SingleFlight()
         #: tiles rendered for the cache by this process (a concurrent miss renders once)
         self.renders = 0
 
@@ -78,33 +79,18 @@ class TileService:
                 style, lang, tile.bounds_3857(), self.tile_size, self.tile_size
             )
 
-        if refresh:
-            rendered = await render()
-        else:
-            rendered = await self._once(key, render, store)
-        return TileResult(rendered.png, "MISS", rendered.empty)
-
-    async def _once(
-        self, key: str, render: Callable[[], Awaitable[Rendered]], store: TileStore
-    ) -> Rendered:
-        # concurrent requests for one uncached tile share one render (and one write)
-        running = self._inflight.get(key)
-        if running is not None:
-            return await asyncio.shield(running)
-        future: asyncio.Future[Rendered] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
+        async def render_and_store() -> Rendered:
             rendered = await render()
             self.renders += 1
             await asyncio.to_thread(store.put, key, rendered.png)
-            future.set_result(rendered)
             return rendered
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here: no "never retrieved" warning without waiters
-            raise
-        finally:
-            del self._inflight[key]
+
+        if refresh:
+            rendered = await render()
+        else:
+            # keyed by store too: a waiter's tile must land in its own store
+            rendered = await self._inflight.run((store, key), render_and_store)
+        return TileResult(rendered.png, "MISS", rendered.empty)
 
     def bbound(self, style: str, tile: TileAddress) -> list[float]:
         """The tile's corners in the CRS of the style's layer (spec 2.6 ``bbound``)."""

@@ -12,6 +12,8 @@ from shared.tiles.store import FileTileStore, TileStore
 
 __all__ = ["TileStores", "s3_store", "tile_stores"]
 
+_NOT_CONFIGURED = "object storage is not configured (MAPSVC_S3_* settings)"
+
 
 @dataclass(frozen=True)
 class TileStores:
@@ -19,6 +21,18 @@ class TileStores:
 
     file: FileTileStore
     s3: S3TileStore | None
+
+    def pick(self, s3: bool) -> TileStore:
+        """The object storage cache when ``s3`` (the ``isS3`` flag), else the file cache.
+
+        Raises:
+            UnavailableError: ``s3`` and object storage is not configured.
+        """
+        if not s3:
+            return self.file
+        if self.s3 is None:
+            raise UnavailableError(_NOT_CONFIGURED)
+        return self.s3
 
     def all(self) -> list[TileStore]:
         """Every configured store (a rebuilt style is dropped from each)."""
@@ -55,7 +69,7 @@ def s3_store(settings: Settings) -> S3TileStore:
         UnavailableError: object storage is not configured.
     """
     if settings.s3_endpoint_url is None:
-        raise UnavailableError("object storage is not configured (MAPSVC_S3_* settings)")
+        raise UnavailableError(_NOT_CONFIGURED)
     key_id, secret = settings.s3_access_key_id, settings.s3_secret_access_key
     return S3TileStore(
         endpoint_url=settings.s3_endpoint_url,

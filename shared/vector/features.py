@@ -1,8 +1,9 @@
 """GeoJSON of a layer, built inside PostGIS feature by feature and streamed (spec 4.8).
 
-The count (``numberMatched``) runs first and the feature query is under way before the first
-byte is sent, so a bad value or a timeout still gets its own status; then each feature comes
-from the database as JSON text and is passed on as it arrives.
+One query makes the features and their count (``numberMatched``, carried on every row); its
+first rows are read before the first byte is sent, so a bad value or a timeout still gets its
+own status; then each feature comes from the database as JSON text and is passed on as it
+arrives.
 
 The rows come from a server-side cursor and are read ahead of the client into memory, up to
 ``MAPSVC_GEOJSON_BUFFER_BYTES``: a page that fits ends its transaction and frees its connection
@@ -147,14 +148,15 @@ async def open_geojson(
     timeout_ms: int,
     buffer_bytes: int,
 ) -> GeoJsonPage:
-    """Count the matching features and start reading a page of them.
+    """Start reading a page of the matching features, with the count of all of them.
 
     The page holds a connection until it is read into memory (up to ``buffer_bytes``), read
     to the end, or closed.
 
     Raises:
         InvalidInputError: an unknown SRID, or a value that does not fit its field.
-        UnavailableError: the statement timeout passed.
+        UnprocessableError: the layer's data cannot be read (a broken view).
+        UnavailableError: the statement timeout passed, or the database failed.
     """
     where, params = where_sql(layer, query)
     relation, geom = layer.relation, f"t.{ident(layer.geometry_column)}"

@@ -22,8 +22,8 @@ from shared.tiles.pretile import (
 )
 from shared.tiles.render import TileRenderer
 from shared.tiles.speed import speed_test as run_speed_test
-from shared.tiles.store import FileTileStore, TileStore, tile_key
-from shared.tiles.stores import s3_store
+from shared.tiles.store import TileStore, tile_key
+from shared.tiles.stores import TileStores, tile_stores
 from shared.tiles.styles import read_style
 from workers._job import JobTask, job_store
 from workers.celery_app import app, settings
@@ -44,11 +44,13 @@ def _renderer() -> TileRenderer:
 
 
 @functools.cache
-def _store(s3: bool) -> TileStore:
+def _stores() -> TileStores:
     # one per worker process: an S3 store holds a client with its connection pool
-    if s3:
-        return s3_store(settings)
-    return FileTileStore(settings.work_dir / "map" / "rtile")
+    return tile_stores(settings)
+
+
+def _store(s3: bool) -> TileStore:
+    return _stores().pick(s3)
 
 
 def _counters(job_id: str) -> PretileCounters:

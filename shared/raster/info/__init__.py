@@ -1,0 +1,39 @@
+"""Raster metadata in the shape of ``gdalinfo -json`` (GDAL 3.6), read in-process with rasterio.
+
+``describe`` builds the object from ``bands``, ``corners``, ``crs`` (WKT2 text), ``metadata``
+and ``numbers`` (gdalinfo's number quirks); ``readers`` runs each file in a thread of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from shared.errors import NotFoundError
+from shared.raster.info.describe import read
+from shared.raster.info.readers import ThreadPerFile
+
+__all__ = ["raster_info"]
+
+_READERS = ThreadPerFile(read)
+
+
+def raster_info(path: Path) -> dict[str, Any]:
+    """Describe a raster file as ``gdalinfo -json`` (GDAL 3.6) does, without running it.
+
+    Args:
+        path: a GeoTIFF or VRT file; the path string as given becomes ``description`` and the
+            base of the ``files`` entries.
+
+    Returns:
+        The object ``gdalinfo -json`` prints: driver, files, size, coordinate system,
+        geotransform, GCPs, metadata, corner coordinates, long/lat extent, bands and ``stac``.
+
+    Raises:
+        NotFoundError: there is no file at ``path``.
+        UnprocessableError: GDAL cannot open the file, or a block of its image data lies past
+            the end of the file; the message carries GDAL's own words.
+    """
+    if not path.is_file():
+        raise NotFoundError(f"raster not found: {path}", path=str(path))
+    return _READERS.run(path)
