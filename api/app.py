@@ -79,8 +79,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
             asyncio.create_task(state.render_pool.warm_up()) if settings.render_warm_up else None
         )
         state.tile_stores = tile_stores(settings)
-        state.file_tiles = state.tile_stores.file
-        state.s3_tiles = state.tile_stores.s3  # None when MAPSVC_S3_ENDPOINT_URL is unset
         state.http = make_http_client(settings)  # the one provider client of the process
         state.upstream = Upstream.from_settings(state.http, state.aredis, settings)
         state.dem = DemCatalog(settings.work_dir / "map" / "dem")  # local elevation (height)
