@@ -214,11 +214,9 @@ async def get_map_route(request: Request) -> JSONResponse:
     """A route through the points: a GeoJSON Feature (spec 4.12, README "map-route")."""
     params = RouteParams.from_request(request)
     settings = _settings(request)
-    name = settings.route_provider
-    find = routing.route if name == "osrm" else routing.valhalla_route
-    body = await find(
+    body = await routing.route(
         _upstream(request),
-        provider(settings, name),
+        provider(settings, settings.route_provider),
         list(params.points),
         profile=params.profile,
         steps=params.steps,

@@ -7,7 +7,7 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from shared.providers.routing import decode_polyline6
+from shared.providers.routers.valhalla import decode_polyline6
 from shared.settings import Settings
 from tests.api.test_system import assert_error
 from tests.providers import fakes
