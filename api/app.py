@@ -16,6 +16,7 @@ from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.routes import ROUTES
+from api.services import Services
 from shared.convert.client import convert_client
 from shared.jobs import JobStore
 from shared.providers.dem import DemCatalog
@@ -47,61 +48,65 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state = app.state
-        state.redis = sync_client(settings.redis_url)
-        state.aredis = async_client(settings.redis_url)
-        state.db = make_engine(settings)
-        state.ready_db = make_engine(settings, connections=1)  # /ready's own connection
-        state.vector = Catalogue(
-            [name.strip() for name in settings.vector_schemas.split(",") if name.strip()],
-            settings.vector_config,
-            settings.vector_catalog_ttl_s,
-        )
-        state.vector_cache = VectorCache(
-            state.aredis, settings.vtile_cache_ttl_s, settings.vector_cache_max_bytes
-        )
-        state.celery = make_celery_client(settings)
-        state.jobs = JobService(
-            settings, JobStore(state.redis, settings), state.aredis, state.celery
-        )
-        state.convert = convert_client(settings)  # None when the address is not configured
+        sync_redis = sync_client(settings.redis_url)
+        aredis = async_client(settings.redis_url)
+        celery = make_celery_client(settings)
         mapnik_dir = settings.work_dir / "map" / "mapnik"
-        state.render_pool = RenderPool(
+        render_pool = RenderPool(
             mapnik_dir,
             settings.render_processes or os.cpu_count() or 1,
             limits=RenderLimits(
                 settings.render_queue_max, settings.render_max_large, settings.render_timeout_s
             ),
         )
-        state.tiles = TileService(mapnik_dir, state.render_pool)
-        # in the background: the API answers at once, the first renders find Mapnik loaded
-        warming = (
-            asyncio.create_task(state.render_pool.warm_up()) if settings.render_warm_up else None
+        http = make_http_client(settings)
+        built = Services(
+            settings=settings,
+            redis=sync_redis,
+            aredis=aredis,
+            db=make_engine(settings),
+            ready_db=make_engine(settings, connections=1),
+            vector=Catalogue(
+                [name.strip() for name in settings.vector_schemas.split(",") if name.strip()],
+                settings.vector_config,
+                settings.vector_catalog_ttl_s,
+            ),
+            vector_cache=VectorCache(
+                aredis, settings.vtile_cache_ttl_s, settings.vector_cache_max_bytes
+            ),
+            celery=celery,
+            jobs=JobService(settings, JobStore(sync_redis, settings), aredis, celery),
+            convert=convert_client(settings),
+            render_pool=render_pool,
+            tiles=TileService(mapnik_dir, render_pool),
+            tile_stores=tile_stores(settings),
+            http=http,
+            upstream=Upstream.from_settings(http, aredis, settings),
+            dem=DemCatalog(settings.work_dir / "map" / "dem"),
+            proxy_http=make_proxy_client(settings),
+            proxy_policy=ProxyPolicy.from_settings(settings),
         )
-        state.tile_stores = tile_stores(settings)
-        state.http = make_http_client(settings)  # the one provider client of the process
-        state.upstream = Upstream.from_settings(state.http, state.aredis, settings)
-        state.dem = DemCatalog(settings.work_dir / "map" / "dem")  # local elevation (height)
-        state.proxy_http = make_proxy_client(settings)  # gis-url-proxy: guarded connections
-        state.proxy_policy = ProxyPolicy.from_settings(settings)
+        # in the background: the API answers at once, the first renders find Mapnik loaded
+        warming = asyncio.create_task(render_pool.warm_up()) if settings.render_warm_up else None
+        app.state.services = built
         try:
             yield
         finally:
-            await state.http.aclose()
-            state.dem.close()
-            await state.proxy_http.aclose()
+            await built.http.aclose()
+            built.dem.close()
+            await built.proxy_http.aclose()
             if warming is not None:
                 warming.cancel()
-            state.render_pool.close()
-            state.tile_stores.close()
-            if state.convert is not None:
-                await state.convert.close()
-            state.celery.close()
-            await state.jobs.aclose()
-            await state.db.dispose()
-            await state.ready_db.dispose()
-            await state.aredis.aclose()
-            state.redis.close()
+            built.render_pool.close()
+            built.tile_stores.close()
+            if built.convert is not None:
+                await built.convert.close()
+            built.celery.close()
+            await built.jobs.aclose()
+            await built.db.dispose()
+            await built.ready_db.dispose()
+            await built.aredis.aclose()
+            built.redis.close()
 
     app = Starlette(
         routes=[
@@ -114,6 +119,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    # the OpenAPI document is served without the lifespan: it needs the settings alone
     app.state.settings = settings
     install_error_handlers(app)
     return app

@@ -11,15 +11,13 @@ when the pool is exhausted they are refused with ``503`` and ``Retry-After``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -38,7 +36,7 @@ from shared.errors import (
     UnavailableError,
     error_from_code,
 )
-from shared.jobs import FINISH_CANCELLED, FINISH_ERROR, JobRecord, JobStore
+from shared.jobs import FINISH_CANCELLED, JobRecord, JobStore
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
@@ -158,17 +156,9 @@ class JobService:
     ) -> str:
         job_id = job_id or str(uuid.uuid4())
         if dedup:
-            digest = hashlib.sha1(
-                json.dumps([kind, params], sort_keys=True).encode(), usedforsecurity=False
-            ).hexdigest()
-            key = f"mapsvc:dedup:{digest}"
-            ttl = self.settings.job_time_limit_s
-            if not self.store.client.set(key, job_id, nx=True, ex=ttl):
-                running = cast(str | None, self.store.client.get(key))
-                record = self.store.get(running) if running else None
-                if record is not None and record.outcome is None:
-                    return record.id
-                self.store.client.set(key, job_id, ex=ttl)
+            running = self.store.claim(kind, params, job_id, self.settings.job_time_limit_s)
+            if running is not None:
+                return running
         self.store.create(job_id, kind, params)
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
@@ -203,11 +193,7 @@ class JobService:
     def _settled(self, job_id: str) -> tuple[JobRecord, str]:
         """The job's record and state, first writing the outcome Celery knows and the job could not.
 
-        A job whose worker process died twice, or that was revoked before a worker ran it,
-        ends in Celery without the job writing its final line: this writes it, so that no job
-        stays "running" and every event stream ends. A started job silent for
-        ``MAPSVC_JOB_STALL_S`` (its worker vanished, its fan-out stalled) is ended as failed,
-        as the workers' watchdog would (:meth:`shared.jobs.JobStore.end_if_stalled`).
+        See :meth:`shared.jobs.JobStore.settle`.
 
         Returns:
             The record, and the job's state for its descriptor: its outcome once it has one,
@@ -220,19 +206,15 @@ class JobService:
             return record, record.outcome
         result = AsyncResult(job_id, app=self.celery)
         celery_state = result.state
-        ended = True
+        failure = None
         if celery_state == "FAILURE":
-            message = (
-                f"the job failed in its worker: {type(result.result).__name__}: {result.result}"
-            )
-            error = error_from_code("internal", message)
-            self.store.finish(job_id, "failed", f"{FINISH_ERROR}: {message}", error)
-        elif celery_state == "REVOKED":
-            self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
-        else:
-            ended = self.store.end_if_stalled(record, self.settings.job_stall_s)
-        if ended:
-            record = self.store.get(job_id) or record
+            failure = f"{type(result.result).__name__}: {result.result}"
+        record = self.store.settle(
+            record,
+            failure=failure,
+            revoked=celery_state == "REVOKED",
+            stall_s=self.settings.job_stall_s,
+        )
         return record, record.outcome or _CELERY_STATES.get(celery_state, "running")
 
     async def cancel(self, job_id: str) -> bool:

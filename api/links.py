@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
-from shared.settings import Settings
+from api.services import services
 
 __all__ = ["absolute_url", "link"]
 
@@ -36,7 +36,7 @@ def link(request: Request, path: str, params: Sequence[tuple[str, str]] = ()) ->
     Returns:
         ``<MAPSVC_PUBLIC_URL><path>?<query>``, or ``<path>?<query>`` when no public URL is set.
     """
-    settings: Settings = request.app.state.settings
+    settings = services(request).settings
     return settings.public_url.rstrip("/") + _path_and_query(path, params)
 
 
@@ -46,6 +46,6 @@ def absolute_url(request: Request, path: str, params: Sequence[tuple[str, str]] 
     Returns:
         Under ``MAPSVC_PUBLIC_URL`` when set, else under the request's scheme and host.
     """
-    settings: Settings = request.app.state.settings
+    settings = services(request).settings
     base = settings.public_url.rstrip("/") or f"{request.url.scheme}://{request.url.netloc}"
     return base + _path_and_query(path, params)

@@ -10,9 +10,9 @@ import math
 
 from starlette.requests import Request
 
+from api.services import services
 from shared.errors import InvalidInputError
 from shared.params import Bbox, parse_bbox, parse_lang, parse_srs
-from shared.settings import Settings
 
 __all__ = ["bbox_param", "flag", "int_param", "lang_param", "number", "srs_param"]
 
@@ -64,7 +64,7 @@ def number(request: Request, name: str, lo: float, hi: float) -> float:
 
 def lang_param(request: Request, given: str | None = None) -> str:
     """The label language: ``given`` (a path's), else ``lang``, else the default language."""
-    settings: Settings = request.app.state.settings
+    settings = services(request).settings
     text = given or request.query_params.get("lang") or settings.default_lang
     return parse_lang(text, settings.language_set)
 

@@ -12,6 +12,7 @@ reading the job, or the workers' periodic watchdog).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, cast
 import redis
 
 from shared import events
-from shared.errors import JobCancelledError, MapsvcError, UnavailableError
+from shared.errors import JobCancelledError, MapsvcError, UnavailableError, error_from_code
 from shared.settings import Settings
 
 __all__ = [
@@ -117,6 +118,34 @@ class JobStore:
         pipe.expire(key, self.ttl_s)
         pipe.execute()
 
+    def claim(self, kind: str, params: dict[str, Any], job_id: str, ttl_s: int) -> str | None:
+        """Claim a job's kind and parameters for ``job_id``, unless an identical job is unfinished.
+
+        The claim is a key per hash of the kind and the normalised parameters, kept ``ttl_s``
+        (the longest a job runs); a claim whose job has ended (or expired) is taken over.
+
+        Args:
+            kind: what the job does.
+            params: the job's parameters (JSON).
+            job_id: the id of the job about to be enqueued.
+            ttl_s: how long the claim lasts.
+
+        Returns:
+            None when the claim is now ``job_id``'s; else the id of the unfinished identical job.
+        """
+        digest = hashlib.sha1(
+            json.dumps([kind, params], sort_keys=True).encode(), usedforsecurity=False
+        ).hexdigest()
+        key = f"mapsvc:dedup:{digest}"
+        if self.client.set(key, job_id, nx=True, ex=ttl_s):
+            return None
+        running = cast(str | None, self.client.get(key))
+        record = self.get(running) if running else None
+        if record is not None and record.outcome is None:
+            return record.id
+        self.client.set(key, job_id, ex=ttl_s)
+        return None
+
     def get(self, job_id: str) -> JobRecord | None:
         """The record of a job, or None when the service never made it (or it expired)."""
         data = cast(dict[str, str], self.client.hgetall(_record_key(job_id)))
@@ -193,6 +222,37 @@ class JobStore:
         )
         error = UnavailableError(message, silent_s=int(silent_s))
         return self.finish(record.id, "failed", f"{FINISH_ERROR}: {message}", error) is not None
+
+    def settle(
+        self, record: JobRecord, *, failure: str | None, revoked: bool, stall_s: float
+    ) -> JobRecord:
+        """End an unfinished job whose end its tasks could not write; its record, as it is now.
+
+        A job whose worker process died twice, or that was revoked before a worker ran it,
+        ends in the task queue without the job writing its final line: this writes it, so that
+        no job stays "running" and every event stream ends. A started job silent for
+        ``stall_s`` is ended as failed (:meth:`end_if_stalled`).
+
+        Args:
+            record: the job's record, as read.
+            failure: what the task queue says the job failed with (``Type: message``), if it did.
+            revoked: the task queue revoked the job.
+            stall_s: the longest silence of a running job.
+
+        Returns:
+            The record, read again when this (or anyone) may have ended the job.
+        """
+        if record.outcome is not None:
+            return record
+        if failure is not None:
+            message = f"the job failed in its worker: {failure}"
+            error = error_from_code("internal", message)
+            self.finish(record.id, "failed", f"{FINISH_ERROR}: {message}", error)
+        elif revoked:
+            self.finish(record.id, "cancelled", FINISH_CANCELLED)
+        elif not self.end_if_stalled(record, stall_s):
+            return record
+        return self.get(record.id) or record
 
     def end_stalled(self, stall_s: float) -> list[str]:
         """End every stalled job (see :meth:`end_if_stalled`); the ids of those it ended."""

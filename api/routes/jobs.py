@@ -6,8 +6,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import JobService, api_prefix, check_job_id
+from api.jobs import api_prefix, check_job_id
 from api.params import int_param
+from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
 from shared.diag import MAX_PROBE_STEPS, check_probe_params
@@ -16,20 +17,15 @@ from shared.errors import NotFoundError
 __all__ = ["ROUTES"]
 
 
-def _jobs(request: Request) -> JobService:
-    service: JobService = request.app.state.jobs
-    return service
-
-
 async def get_job(request: Request) -> JSONResponse:
     """State, progress, result or error of one job."""
-    job = await _jobs(request).describe(request.path_params["job_id"], api_prefix(request))
+    job = await services(request).jobs.describe(request.path_params["job_id"], api_prefix(request))
     return JSONResponse(job)
 
 
 async def delete_job(request: Request) -> JSONResponse:
     """Cancel a job: 200 when it ended now, 202 when it stops at its next progress line."""
-    jobs = _jobs(request)
+    jobs = services(request).jobs
     job_id = request.path_params["job_id"]
     ended = await jobs.cancel(job_id)
     return JSONResponse(await jobs.describe(job_id, api_prefix(request)), 200 if ended else 202)
@@ -40,7 +36,7 @@ async def get_job_events(request: Request) -> Response:
 
     ``204`` when the client has already seen the final line (an ``EventSource`` stops there).
     """
-    jobs = _jobs(request)
+    jobs = services(request).jobs
     job_id = check_job_id(request.path_params["job_id"])
     await jobs.describe(job_id)  # 404 for an unknown job
     stream = events.job_stream(job_id)
@@ -66,7 +62,7 @@ async def get_events(request: Request) -> Response:
     """Every job's lines as SSE, each starting with its job id; new lines unless resumed."""
     return await sse_response(
         request,
-        _jobs(request),
+        services(request).jobs,
         events.ALL_JOBS_STREAM,
         resume_point(request, "$"),
         end_on_final=False,
@@ -79,14 +75,15 @@ async def get_probe(request: Request) -> Response:
 
     Off unless ``MAPSVC_DIAG_PROBE`` is set: then the route answers as if it did not exist.
     """
-    if not _jobs(request).settings.diag_probe:
+    svc = services(request)
+    if not svc.jobs.settings.diag_probe:
         raise NotFoundError(f"no route {request.method} {request.url.path}")
     steps = int_param(request, "steps", 3, 1, MAX_PROBE_STEPS)
     delay_ms = int_param(request, "delay_ms", 100, 0, 10000)
     fail_at = int_param(request, "fail_at", 0, 0, MAX_PROBE_STEPS)
     check_probe_params(steps, delay_ms, fail_at)
     params = {"steps": steps, "delay_ms": delay_ms, "fail_at": fail_at}
-    return await _jobs(request).reply(request, "probe", "diag.probe", params)
+    return await svc.jobs.reply(request, "probe", "diag.probe", params)
 
 
 ROUTES = [

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message
 
+from api.services import services
 from shared.convert.client import ConvertClient, PdfFile
 from shared.convert.merge import MAX_FILES, looks_like_pdf
 from shared.convert.paths import work_pdf
@@ -46,7 +47,7 @@ class PdfMergeParams:
                 read when its ``Content-Length`` says so), a file over ``upload_max_file_bytes``.
             NotFoundError: a path names no file.
         """
-        settings: Settings = request.app.state.settings
+        settings = services(request).settings
         request = _capped(request, settings.upload_max_bytes)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "multipart/form-data":
@@ -172,7 +173,7 @@ def _download_name(name: str) -> str:
 
 async def post_pdf_merge(request: Request) -> Response:
     """Merge the uploaded (or named) PDFs in order; the answer is the merged PDF."""
-    client: ConvertClient | None = request.app.state.convert
+    client: ConvertClient | None = services(request).convert
     if client is None:
         raise UnavailableError(
             "convert service not configured",

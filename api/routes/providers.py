@@ -14,31 +14,20 @@ from typing import Any
 from starlette.background import BackgroundTask
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import status_of
 from api.params import bbox_param, flag, int_param, lang_param, number
+from api.services import services
 from shared import parcels
-from shared.errors import InvalidInputError, MapsvcError, NotFoundError
+from shared.errors import InvalidInputError, MapsvcError
 from shared.providers import cadastre, elevation, geocoding, proxy, routing, weather
 from shared.providers.config import provider
-from shared.providers.upstream import Upstream
-from shared.settings import Settings
 
 __all__ = ["ROUTES"]
-
-
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-def _upstream(request: Request) -> Upstream:
-    upstream: Upstream = request.app.state.upstream
-    return upstream
 
 
 def _lon_lat(pair: str, parameter: str, *, lat_first: bool) -> tuple[float, float]:
@@ -107,10 +96,11 @@ class GeocodeParams:
 
 async def get_geocode(request: Request) -> JSONResponse:
     """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, README "geocode")."""
+    svc = services(request)
     params = GeocodeParams.from_request(request)
-    settings = _settings(request)
+    settings = svc.settings
     body = await geocoding.forward_geocode(
-        _upstream(request),
+        svc.upstream,
         provider(settings, settings.geocode_provider),
         params.q,
         lang=params.lang,
@@ -135,8 +125,8 @@ def _error_object(error: MapsvcError) -> dict[str, Any]:
 async def get_reverse_geocode(request: Request) -> JSONResponse:
     """Spec 2.7: ``geocoder_a`` and ``map``, asked concurrently; a failed one holds an error."""
     params = PointParams.from_request(request)
-    settings = _settings(request)
-    upstream = _upstream(request)
+    svc = services(request)
+    settings, upstream = svc.settings, svc.upstream
 
     async def key_a() -> dict[str, Any]:
         return await geocoding.reverse_geocoder_a(
@@ -212,10 +202,11 @@ class RouteParams:
 
 async def get_map_route(request: Request) -> JSONResponse:
     """A route through the points: a GeoJSON Feature (spec 4.12, README "map-route")."""
+    svc = services(request)
     params = RouteParams.from_request(request)
-    settings = _settings(request)
+    settings = svc.settings
     body = await routing.route(
-        _upstream(request),
+        svc.upstream,
         provider(settings, settings.route_provider),
         list(params.points),
         profile=params.profile,
@@ -229,9 +220,10 @@ async def get_map_route(request: Request) -> JSONResponse:
 async def get_weather(request: Request) -> JSONResponse:
     """The current weather at a point (spec 2.8, 4.13)."""
     params = PointParams.from_request(request)
+    svc = services(request)
     body = await weather.current_weather(
-        _upstream(request),
-        provider(_settings(request), "owm"),
+        svc.upstream,
+        provider(svc.settings, "owm"),
         params.x,
         params.y,
         lang=params.lang,
@@ -267,14 +259,15 @@ class HeightParams:
 
 async def get_height(request: Request) -> JSONResponse:
     """Elevations of points (spec 2.9, 4.14): local DEMs and/or the elevation provider."""
+    svc = services(request)
     params = HeightParams.from_request(request)
-    settings = _settings(request)
+    settings = svc.settings
     source = settings.height_source
     body = await elevation.elevations(
         list(params.points),
         source=source,
-        catalog=request.app.state.dem,
-        upstream=_upstream(request),
+        catalog=svc.dem,
+        upstream=svc.upstream,
         provider=provider(settings, "opentopodata") if source != "dem" else None,
         dataset=settings.opentopodata_dataset,
         refresh=params.refresh,
@@ -287,9 +280,8 @@ async def get_url_proxy(request: Request) -> StreamingResponse:
     url = request.query_params.get("url")
     if not url:
         raise InvalidInputError("url is required", parameter="url")
-    answer = await proxy.fetch(
-        request.app.state.proxy_http, request.app.state.proxy_policy, url, request.headers
-    )
+    svc = services(request)
+    answer = await proxy.fetch(svc.proxy_http, svc.proxy_policy, url, request.headers)
     # closing again after the stream is harmless; it frees the connection if it never started
     return StreamingResponse(
         answer.body,
@@ -314,7 +306,7 @@ class ProxyHeadersMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
-        policy: proxy.ProxyPolicy = scope["app"].state.proxy_policy
+        policy: proxy.ProxyPolicy = services(HTTPConnection(scope)).proxy_policy
         allowed = policy.cors_origin(Headers(scope=scope).get("origin"))
 
         async def send_with_headers(message: Message) -> None:
@@ -355,30 +347,16 @@ class ParcelParams:
 
 async def get_parcel(request: Request) -> JSONResponse:
     """A land parcel by number or point (spec 2.10, 4.16): local table, then the provider."""
+    svc = services(request)
     params = ParcelParams.from_request(request)
-    settings = _settings(request)
-    source = settings.dzk_source
-    found = None
-    if source != "kadastr":
-        engine = request.app.state.db
-        table = settings.parcels_table
-        if params.cadnum is not None:
-            found = await parcels.parcel_by_cadnum(engine, table, params.cadnum)
-        elif params.point is not None:
-            found = await parcels.parcel_at(engine, table, *params.point)
-    if found is None and source != "local":
-        remote = provider(settings, "kadastr")
-        if params.cadnum is not None:
-            found = await cadastre.remote_parcel_by_cadnum(
-                _upstream(request), remote, params.cadnum, refresh=params.refresh
-            )
-        elif params.point is not None:
-            found = await cadastre.remote_parcel_at(
-                _upstream(request), remote, *params.point, refresh=params.refresh
-            )
-    if found is None:
-        what = f"cadastral number {params.cadnum}" if params.cadnum else f"point {params.point}"
-        raise NotFoundError(f"no parcel for {what}", cadnum=params.cadnum)
+    found = await cadastre.find_parcel(
+        svc.db,
+        svc.upstream,
+        svc.settings,
+        cadnum=params.cadnum,
+        point=params.point,
+        refresh=params.refresh,
+    )
     return JSONResponse({"success": True, "result": found})
 
 

@@ -9,23 +9,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import JobService
+from api.jobs import api_prefix
 from api.params import flag
+from api.services import services
 from shared.raster.layer import locate_layer
 from shared.raster.paths import decode_id
 from shared.raster.queries import raster_info_of, raster_listing, raster_stat_of
-from shared.settings import Settings
 
 __all__ = ["ROUTES"]
 
 
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
 def _cache_args(request: Request) -> dict[str, Any]:
-    settings = _settings(request)
+    settings = services(request).settings
     return {
         "ttl_s": settings.cache_ttl_s,
         "max_bytes": settings.result_cache_max_bytes,
@@ -36,10 +31,11 @@ def _cache_args(request: Request) -> dict[str, Any]:
 async def get_raster_list(request: Request) -> JSONResponse:
     """The rasters of ``folder`` (spec 2.1)."""
     folder = request.query_params.get("folder", "")
+    svc = services(request)
     listing = await run_in_threadpool(
         raster_listing,
-        request.app.state.redis,
-        _settings(request).work_dir,
+        svc.redis,
+        svc.settings.work_dir,
         folder,
         **_cache_args(request),
     )
@@ -48,23 +44,26 @@ async def get_raster_list(request: Request) -> JSONResponse:
 
 async def get_raster_config(request: Request) -> Response:
     """Configure the raster at ``path`` as a layer: a job (spec 4.4, 2.2)."""
-    settings = _settings(request)
+    svc = services(request)
+    settings = svc.settings
     where = await run_in_threadpool(locate_layer, settings.work_dir, request.path_params["path"])
     params = {
         "path": where.rel_path,
         "lang": settings.default_lang,
+        "url_prefix": api_prefix(request),
         "refresh": flag(request, "nocache"),
     }
-    jobs: JobService = request.app.state.jobs
+    jobs = svc.jobs
     return await jobs.reply(request, "raster-config", "raster.configure", params, dedup=True)
 
 
 async def get_raster_stat(request: Request) -> JSONResponse:
     """Statistics of a raster file or folder (spec 2.3)."""
+    svc = services(request)
     stat = await run_in_threadpool(
         raster_stat_of,
-        request.app.state.redis,
-        _settings(request).work_dir,
+        svc.redis,
+        svc.settings.work_dir,
         request.path_params["id"],
         **_cache_args(request),
     )
@@ -73,10 +72,11 @@ async def get_raster_stat(request: Request) -> JSONResponse:
 
 async def get_raster_info(request: Request) -> JSONResponse:
     """Metadata of a layer's raster as ``gdalinfo -json`` prints it (spec 2.4)."""
+    svc = services(request)
     info = await run_in_threadpool(
         raster_info_of,
-        request.app.state.redis,
-        _settings(request).work_dir,
+        svc.redis,
+        svc.settings.work_dir,
         request.path_params["id"],
         request.query_params.get("file") or None,
         **_cache_args(request),
@@ -86,10 +86,11 @@ async def get_raster_info(request: Request) -> JSONResponse:
 
 async def get_layer_compress(request: Request) -> Response:
     """Compress a layer's rasters into ``commpress``: a job (spec 4.3)."""
-    settings = _settings(request)
+    svc = services(request)
+    settings = svc.settings
     rel = decode_id(request.path_params["id"])
     where = await run_in_threadpool(locate_layer, settings.work_dir, rel)
-    jobs: JobService = request.app.state.jobs
+    jobs = svc.jobs
     return await jobs.reply(
         request, "raster-compress", "raster.compress", {"path": where.rel_path}, dedup=True
     )

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from api.errors import error_response
+from api.services import services
 
 __all__ = ["ROUTES"]
 
@@ -37,7 +38,7 @@ async def _check(probe: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
 
 async def get_ready(request: Request) -> JSONResponse:
     """Redis, PostgreSQL with PostGIS and at least one Celery worker answer; else 503."""
-    state = request.app.state
+    state = services(request)
 
     async def redis_probe() -> dict[str, Any]:
         await state.aredis.ping()

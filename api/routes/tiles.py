@@ -10,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import JobService, api_prefix
+from api.jobs import api_prefix
 from api.links import link
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
+from api.services import services
 from shared.errors import ConflictError, InvalidInputError
-from shared.settings import Settings
 from shared.tiles.grid import MAX_ZOOM, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
@@ -23,21 +23,9 @@ from shared.tiles.pretile import (
     check_ceiling,
     plan_pretile,
 )
-from shared.tiles.service import TileService, etag_of
-from shared.tiles.store import TileStore
-from shared.tiles.stores import TileStores
+from shared.tiles.service import etag_of
 
 __all__ = ["ROUTES"]
-
-
-def _service(request: Request) -> TileService:
-    service: TileService = request.app.state.tiles
-    return service
-
-
-def _store(request: Request) -> TileStore:
-    stores: TileStores = request.app.state.tile_stores
-    return stores.pick(flag(request, "isS3"))
 
 
 def _png(request: Request, png: bytes, cache: str, max_age: int) -> Response:
@@ -50,12 +38,13 @@ def _png(request: Request, png: bytes, cache: str, max_age: int) -> Response:
 
 async def get_tile(request: Request) -> Response:
     """A tile of a style (or a BBOX render); ``debug=1`` answers the tile's debug object."""
-    settings: Settings = request.app.state.settings
+    svc = services(request)
+    settings = svc.settings
     params = request.path_params
     style = params["style"]
     lang = lang_param(request, params.get("lang"))
     tile = parse_tile(params["z"], params["x"], params["y"])
-    service = _service(request)
+    service = svc.tiles
     srs = srs_param(request)
     bbox = bbox_param(request, ("BBOX", "bbox"), srs)
     if bbox is not None:
@@ -76,7 +65,11 @@ async def get_tile(request: Request) -> Response:
         argv += ["--lang", lang, "--out", out]
         return JSONResponse({"bbound": service.bbound(style, tile), "cmd": shlex.join(argv)})
     result = await service.tile(
-        style, lang, tile, _store(request), refresh=flag(request, "nocache")
+        style,
+        lang,
+        tile,
+        svc.tile_stores.pick(flag(request, "isS3")),
+        refresh=flag(request, "nocache"),
     )
     response = _png(request, result.png, result.cache, settings.tile_max_age_s)
     if result.empty:
@@ -90,9 +83,10 @@ async def get_layer_pretile(request: Request) -> Response:
     A plan above ``MAPSVC_PRETILE_MAX_TILES`` is ``422`` with the plan; while a run of the
     layer goes on, any other run of it (whatever its language or zooms) is ``409`` naming it.
     """
-    settings: Settings = request.app.state.settings
+    svc = services(request)
+    settings = svc.settings
     style = request.path_params["id"]
-    info = _service(request).style(style)
+    info = svc.tiles.style(style)
     minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
     maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
     bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
@@ -108,7 +102,7 @@ async def get_layer_pretile(request: Request) -> Response:
         "refresh": flag(request, "nocache"),
         "s3": flag(request, "isS3"),
     }
-    jobs: JobService = request.app.state.jobs
+    jobs = svc.jobs
     job_id = str(uuid.uuid4())
     lock = PretileLock(jobs.store, style, settings.job_time_limit_s)
     running = await run_in_threadpool(lock.acquire, job_id)
@@ -129,12 +123,13 @@ async def get_layer_pretile(request: Request) -> Response:
 
 async def get_speed_test(request: Request) -> Response:
     """The tiling speed test of a layer (spec 4.7): a job reporting on its event stream."""
+    svc = services(request)
     style = request.query_params.get("layer")
     if not style:
         raise InvalidInputError("layer is required (a layer id)", parameter="layer")
-    _service(request).style(style)  # 404 for an unknown layer
+    svc.tiles.style(style)  # 404 for an unknown layer
     lang = lang_param(request)
-    jobs: JobService = request.app.state.jobs
+    jobs = svc.jobs
     return await jobs.reply(
         request, "speed-test", "tiles.speed_test", {"style": style, "lang": lang}
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -17,11 +18,10 @@ from starlette.types import Receive, Scope, Send
 from api.jobs import api_prefix
 from api.links import absolute_url, link
 from api.params import bbox_param, flag, int_param
-from shared.settings import Settings
+from api.services import services
 from shared.tiles.grid import parse_tile
-from shared.vector.cache import VectorCache
-from shared.vector.catalog import Catalogue, VectorLayer
-from shared.vector.features import open_geojson
+from shared.vector.catalog import VectorLayer
+from shared.vector.geojson import GeoJsonParams, geojson
 from shared.vector.query import (
     LayerQuery,
     check_geometry_type,
@@ -35,14 +35,11 @@ __all__ = ["ROUTES"]
 log = logging.getLogger("mapsvc.api")
 
 MVT = "application/vnd.mapbox-vector-tile"
-_CACHE_LIMIT = 8 * 1024 * 1024  # larger GeoJSON answers are streamed, not cached
 
 
 async def _layer(request: Request, refresh: bool = False) -> VectorLayer:
-    catalogue: Catalogue = request.app.state.vector
-    return await catalogue.layer(
-        request.app.state.db, request.path_params["layer"], refresh=refresh
-    )
+    svc = services(request)
+    return await svc.vector.layer(svc.db, request.path_params["layer"], refresh=refresh)
 
 
 def _layer_query(request: Request, layer: VectorLayer) -> LayerQuery:
@@ -60,74 +57,34 @@ def _layer_query(request: Request, layer: VectorLayer) -> LayerQuery:
 
 async def get_geojson(request: Request) -> Response:
     """Features of a layer as a GeoJSON FeatureCollection, built in PostGIS and streamed."""
-    settings: Settings = request.app.state.settings
-    refresh = flag(request, "nocache") or flag(request, "reload")
+    svc = services(request)
+    settings = svc.settings
     layer = await _layer(request, refresh=flag(request, "reload"))
-    query = _layer_query(request, layer)
-    srid = int_param(request, "srid", 4326, 1, 2**31 - 1)
-    limit = int_param(
-        request, "limit", settings.geojson_max_features, 1, settings.geojson_max_features
+    most = settings.geojson_max_features
+    params = GeoJsonParams(
+        query=_layer_query(request, layer),
+        srid=int_param(request, "srid", 4326, 1, 2**31 - 1),
+        limit=int_param(request, "limit", most, 1, most),
+        offset=int_param(request, "offset", 0, 0, 2**31 - 1),
+        with_geometry=request.query_params.get("geom", "1") != "0",
+        debug=flag(request, "debug"),
+        refresh=flag(request, "nocache") or flag(request, "reload"),
     )
-    offset = int_param(request, "offset", 0, 0, 2**31 - 1)
-    with_geometry, debug = request.query_params.get("geom", "1") != "0", flag(request, "debug")
-    # the answer depends on these alone: they make its links and its cache key
-    params = query.params()
-    if srid != 4326:
-        params.append(("srid", str(srid)))
-    if not with_geometry:
-        params.append(("geom", "0"))
-    path = f"{api_prefix(request)}/geojson/{layer.id}"
-
-    def page(at: int) -> dict[str, str]:
-        return {"href": link(request, path, [*params, ("limit", str(limit)), ("offset", str(at))])}
-
-    cache: VectorCache = request.app.state.vector_cache
-    use_cache, key = not refresh and not debug, ""
-    if use_cache:
-        version = await cache.version(request.app.state.db, layer)
-        # the self link holds the path, the normalised parameters and the public URL
-        key = cache.key("geojson", layer, version, {"self": page(offset)["href"]})
-        if (hit := await cache.get(key)) is not None:
-            return Response(hit, media_type="application/geo+json", headers={"X-Cache": "HIT"})
-    features = await open_geojson(
-        request.app.state.db,
+    answer = await geojson(
+        svc.db,
+        svc.vector_cache,
         layer,
-        query,
-        srid=srid,
-        with_geometry=with_geometry,
-        limit=limit,
-        offset=offset,
+        params,
+        functools.partial(link, request, f"{api_prefix(request)}/geojson/{layer.id}"),
         timeout_ms=settings.vector_statement_timeout_ms,
         buffer_bytes=settings.geojson_buffer_bytes,
     )
-    links = [{"rel": "self", **page(offset)}]
-    if offset + limit < features.number_matched:
-        links.append({"rel": "next", **page(offset + limit)})
-    if offset > 0:
-        links.append({"rel": "prev", **page(max(0, offset - limit))})
-    head = {"name": layer.id, "numberMatched": features.number_matched}
-
-    async def body() -> AsyncGenerator[bytes, None]:
-        kept: list[bytes] | None = [] if use_cache else None
-        size = 0
-        try:
-            async for chunk in features.body(head, {"links": links}, debug=debug):
-                data = chunk.encode()
-                size += len(data)
-                if kept is not None and size <= _CACHE_LIMIT:
-                    kept.append(data)
-                else:
-                    kept = None
-                yield data
-        finally:
-            await features.close()
-        if kept is not None:
-            await cache.put(key, b"".join(kept))
-
+    if isinstance(answer, bytes):
+        return Response(answer, media_type="application/geo+json", headers={"X-Cache": "HIT"})
     return _CappedStream(
-        body(),
+        answer.body,
         max_s=settings.geojson_max_s,
-        on_close=features.close,
+        on_close=answer.close,
         media_type="application/geo+json",
         headers={"X-Cache": "MISS"},
     )
@@ -182,15 +139,16 @@ async def get_datasource(request: Request) -> JSONResponse:
 
 async def get_vtile(request: Request) -> Response:
     """A Mapbox Vector Tile of the layer; 204 when no feature falls in it."""
-    settings: Settings = request.app.state.settings
+    svc = services(request)
+    settings = svc.settings
     p = request.path_params
     tile = parse_tile(p["z"], p["x"], p["y"])
     layer = await _layer(request)
     query = _layer_query(request, layer)
-    cache: VectorCache = request.app.state.vector_cache
+    cache = svc.vector_cache
     use_cache, key, data = not flag(request, "nocache"), "", None
     if use_cache:
-        version = await cache.version(request.app.state.db, layer)
+        version = await cache.version(svc.db, layer)
         key = cache.key(
             "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": query.params()}
         )
@@ -198,7 +156,7 @@ async def get_vtile(request: Request) -> Response:
     status = "HIT" if data is not None else "MISS"
     if data is None:
         data = await vector_tile(
-            request.app.state.db,
+            svc.db,
             layer,
             query,
             tile,
@@ -224,7 +182,7 @@ async def get_vtile(request: Request) -> Response:
 async def delete_vtile_cache(request: Request) -> JSONResponse:
     """Drop every cached tile and GeoJSON answer of a layer (an admin call)."""
     layer = await _layer(request, refresh=True)
-    cache: VectorCache = request.app.state.vector_cache
+    cache = services(request).vector_cache
     return JSONResponse({"layer": layer.id, "epoch": await cache.drop(layer)})
 
 

@@ -1,4 +1,4 @@
-"""Land parcels (spec 2.10) from a kadastr.live-compatible provider.
+"""Land parcels (spec 2.10): the lookup (local table, then a kadastr.live-compatible provider).
 
 Wire format: ``GET <base>/api/parcels/<cadnum>/`` answers one parcel object (404 when the
 number is unknown); ``GET <base>/api/parcels/?lat=&lng=`` answers ``{"count", "results"}``
@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import NotFoundError, UpstreamBadAnswerError
-from shared.parcels import PARCEL_FIELDS
-from shared.providers.config import Provider
-from shared.providers.upstream import Upstream, round_coord
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["centroid", "remote_parcel_at", "remote_parcel_by_cadnum"]
+from shared.errors import NotFoundError, UpstreamBadAnswerError
+from shared.parcels import PARCEL_FIELDS, parcel_at, parcel_by_cadnum
+from shared.providers.config import Provider, provider
+from shared.providers.upstream import Upstream, round_coord
+from shared.settings import Settings
+
+__all__ = ["centroid", "find_parcel", "remote_parcel_at", "remote_parcel_by_cadnum"]
 
 
 def _ring_centroid(ring: list[list[float]]) -> tuple[float, float, float]:
@@ -102,3 +105,52 @@ async def remote_parcel_at(
             f"provider {provider.name}: the search answer has no results", provider=provider.name
         )
     return _parcel(results[0], provider.name) if results else None
+
+
+async def find_parcel(
+    engine: AsyncEngine,
+    upstream: Upstream,
+    settings: Settings,
+    *,
+    cadnum: str | None,
+    point: tuple[float, float] | None,
+    refresh: bool = False,
+) -> dict[str, Any]:
+    """The parcel with this number, else the one at this point, from the configured sources.
+
+    ``MAPSVC_DZK_SOURCE`` names them: the local table (``MAPSVC_PARCELS_TABLE``), the
+    ``kadastr`` provider, or the table first and then the provider.
+
+    Args:
+        engine: the async engine of the PostGIS database.
+        upstream: the provider client.
+        settings: the service settings (source, table, provider).
+        cadnum: a checked cadastral number; it wins over ``point``.
+        point: ``(lng, lat)`` in EPSG:4326.
+        refresh: skip the provider's cached answers.
+
+    Returns:
+        The parcel, as spec 2.10's ``result``.
+
+    Raises:
+        NotFoundError: no source has such a parcel.
+        ProviderNotConfiguredError: the table or the provider it needed is not configured.
+    """
+    source = settings.dzk_source
+    found = None
+    if source != "kadastr":
+        table = settings.parcels_table
+        if cadnum is not None:
+            found = await parcel_by_cadnum(engine, table, cadnum)
+        elif point is not None:
+            found = await parcel_at(engine, table, *point)
+    if found is None and source != "local":
+        remote = provider(settings, "kadastr")
+        if cadnum is not None:
+            found = await remote_parcel_by_cadnum(upstream, remote, cadnum, refresh=refresh)
+        elif point is not None:
+            found = await remote_parcel_at(upstream, remote, *point, refresh=refresh)
+    if found is None:
+        what = f"cadastral number {cadnum}" if cadnum else f"point {point}"
+        raise NotFoundError(f"no parcel for {what}", cadnum=cadnum)
+    return found

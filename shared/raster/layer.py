@@ -94,9 +94,9 @@ def locate_layer(work_dir: Path, rel_path: str) -> LayerLocation:
     )
 
 
-def tile_url(raster_id: str, lang: str) -> str:
-    """The tile URL template of a layer (spec 2.2)."""
-    return f"/api-user/rtile/{raster_id}/{lang}/{{z}}/{{x}}/{{y}}.png"
+def tile_url(url_prefix: str, raster_id: str, lang: str) -> str:
+    """The tile URL template of a layer (spec 2.2) under the API's ``url_prefix``."""
+    return f"{url_prefix}/rtile/{raster_id}/{lang}/{{z}}/{{x}}/{{y}}.png"
 
 
 def mosaic_source(where: LayerLocation, files: list[Path]) -> Path:
@@ -160,6 +160,7 @@ def configure_layer(
     report: JobReporter,
     *,
     lang: str,
+    url_prefix: str,
     refresh: bool,
     stores: Sequence[TileStore] | None = None,
 ) -> dict[str, Any]:
@@ -170,6 +171,7 @@ def configure_layer(
         rel_path: the raster file or folder, relative to ``<workDir>/map/raster``.
         report: the job's reporter.
         lang: the language put into the tile URL.
+        url_prefix: where the API serves its routes (it gives it); the tile URL starts with it.
         refresh: rebuild previews, VRTs and XML even when they are up to date (``nocache=1``).
         stores: the tile caches that drop the layer's tiles when its configuration changes
             (default: the file cache under ``<workDir>/map/rtile``).
@@ -200,7 +202,15 @@ def configure_layer(
         reuse = current is not None
         build = current or where.derived_dir / f"{_BUILD_PREFIX}{uuid.uuid4().hex}"
         try:
-            built = _build(where, files, descriptors, build, report, lang=lang, reuse=reuse)
+            built = _build(
+                where,
+                files,
+                descriptors,
+                build,
+                report,
+                url=tile_url(url_prefix, where.raster_id, lang),
+                reuse=reuse,
+            )
         except BaseException:
             if build != current:  # a failed rebuild leaves the old layer as it was
                 shutil.rmtree(build, ignore_errors=True)
@@ -290,10 +300,13 @@ def _build(
     build: Path,
     report: JobReporter,
     *,
-    lang: str,
+    url: str,
     reuse: bool,
 ) -> _Built:
-    """Make previews and VRTs in ``build`` (kept when ``reuse``), and the XML that uses them."""
+    """Make previews and VRTs in ``build`` (kept when ``reuse``), and the XML that uses them.
+
+    ``url`` is the layer's tile URL template, for the result.
+    """
     build.mkdir(parents=True, exist_ok=True)
     t_preview = time.monotonic()
     report.line(f"Start compression: {len(files)} file(s), previews 1/{PREVIEW_FACTOR}")
@@ -378,6 +391,6 @@ def _build(
         "id": where.name,
         "layer": where.raster_id,
         "extent": extent,
-        "url": tile_url(where.raster_id, lang),
+        "url": url,
     }
     return _Built(xml, times, t_xml, result)

@@ -184,7 +184,7 @@ def test_cancel_queued_job_ends_it_at_once(
 def test_identical_job_joins_the_running_one(
     client: TestClient, worker: subprocess.Popen[bytes]
 ) -> None:
-    jobs = client.app.state.jobs  # type: ignore[attr-defined]
+    jobs = client.app.state.services.jobs  # type: ignore[attr-defined]
     params = {"steps": 10, "delay_ms": 100, "fail_at": 0}
     enqueue = functools.partial(jobs.enqueue, "probe", "diag.probe", params, dedup=True)
     assert client.portal is not None

@@ -148,7 +148,7 @@ def test_a_killed_worker_process_loses_no_tile(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     # a pool process (not the worker's embedded beat, also a child of the worker)
-    stats = client.app.state.jobs.celery.control.inspect(timeout=5).stats()  # type: ignore[attr-defined]
+    stats = client.app.state.services.jobs.celery.control.inspect(timeout=5).stats()  # type: ignore[attr-defined]
     pool = next(iter(stats.values()))["pool"]["processes"]
     os.kill(int(pool[0]), signal.SIGKILL)
     done = wait_state(client, job["id"], timeout=180)

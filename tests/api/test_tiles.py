@@ -41,7 +41,14 @@ def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:
     store = JobStore(rdb, settings)
     job_id = str(uuid.uuid4())
     store.create(job_id, "test", {})
-    configure_layer(settings.work_dir, rel, JobReporter(store, job_id), lang="en", refresh=False)
+    configure_layer(
+        settings.work_dir,
+        rel,
+        JobReporter(store, job_id),
+        lang="en",
+        url_prefix="/api-user",
+        refresh=False,
+    )
     return encode_id(rel)
 
 
@@ -114,13 +121,13 @@ def test_folder_layer_has_no_seams(tc: TestClient) -> None:
 
 
 def test_tile_outside_the_footprint_is_empty_without_rendering(tc: TestClient) -> None:
-    before = tc.app.state.tiles.renders  # type: ignore[attr-defined]
+    before = tc.app.state.services.tiles.renders  # type: ignore[attr-defined]
     r = tc.get(tile_url(RGB_ID, 8, 0, 0))
     assert r.status_code == 200
     assert r.content == transparent_png()
     assert r.headers["x-tile-empty"] == "1"
     assert decode(r.content)[3].max() == 0
-    assert tc.app.state.tiles.renders == before  # type: ignore[attr-defined]
+    assert tc.app.state.services.tiles.renders == before  # type: ignore[attr-defined]
 
 
 def test_tile_at_the_footprint_edge_is_transparent_outside(
@@ -165,12 +172,12 @@ def test_nocache_renders_and_stores_nothing(tc: TestClient, settings: Settings) 
 
 
 def test_concurrent_requests_render_a_tile_once(tc: TestClient) -> None:
-    before = tc.app.state.tiles.renders  # type: ignore[attr-defined]
+    before = tc.app.state.services.tiles.renders  # type: ignore[attr-defined]
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda _: tc.get(tile_url(RGB_ID, 11, 582, 880)), range(8)))
     assert {a.status_code for a in answers} == {200}
     assert len({a.content for a in answers}) == 1
-    assert tc.app.state.tiles.renders == before + 1  # type: ignore[attr-defined]
+    assert tc.app.state.services.tiles.renders == before + 1  # type: ignore[attr-defined]
 
 
 def test_bbox_render(tc: TestClient, raster_dir: Path) -> None:

@@ -168,6 +168,7 @@ def test_configure_drops_the_style_from_s3(
             RGB,
             JobReporter(store, job_id),
             lang="en",
+            url_prefix="/api-user",
             refresh=True,
             stores=stores.all(),
         )

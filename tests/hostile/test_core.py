@@ -46,7 +46,12 @@ def _reporter(settings: Settings, rdb: redis.Redis) -> JobReporter:
 
 def _configure(settings: Settings, rdb: redis.Redis, rel: str, refresh: bool = False) -> str:
     result = configure_layer(
-        settings.work_dir, rel, _reporter(settings, rdb), lang="en", refresh=refresh
+        settings.work_dir,
+        rel,
+        _reporter(settings, rdb),
+        lang="en",
+        url_prefix="/api-user",
+        refresh=refresh,
     )
     return str(result["layer"])
 
@@ -218,7 +223,7 @@ def test_reconfiguring_serves_the_old_layer_until_the_swap(
         assert (decode(r.content) == old_tile).all()
 
     report = _Probe(_reporter(settings, rdb), "VRT:", during_build)
-    configure_layer(settings.work_dir, BIG, report, lang="en", refresh=True)
+    configure_layer(settings.work_dir, BIG, report, lang="en", url_prefix="/api-user", refresh=True)
     assert seen == [(200, old_xml)]
     new_xml = _xml(settings, layer)
     assert new_xml != old_xml  # it points at the new build
@@ -245,7 +250,9 @@ def test_a_failed_rebuild_leaves_the_old_layer_intact(
 
     report = _Probe(_reporter(settings, rdb), "VRT:", fail)
     with pytest.raises(JobCancelledError):
-        configure_layer(settings.work_dir, BIG, report, lang="en", refresh=True)
+        configure_layer(
+            settings.work_dir, BIG, report, lang="en", url_prefix="/api-user", refresh=True
+        )
     assert _xml(settings, layer) == xml
     assert _files(derived) == before  # the half-made build is gone, the old one kept
     assert _files(settings.work_dir / "map" / "rtile" / layer) == tiles
@@ -305,7 +312,7 @@ def test_a_render_over_the_pixel_budget_is_400(settings: Settings) -> None:
         r = client.get(f"/api-user/rtile/{layer}/3/0/0.png?BBOX=0,0,1,1&width=1024&height=1024")
         assert r.status_code == 400, r.text
         assert "1000000 pixels" in assert_error(r.json(), "invalid-input")["message"]
-        assert client.app.state.render_pool.pending == 0  # type: ignore[attr-defined]
+        assert client.app.state.services.render_pool.pending == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("snapshot")
@@ -345,7 +352,7 @@ def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: list[st
 def test_render_processes_start_with_the_api_at_a_lower_priority(settings: Settings) -> None:
     warm = settings.model_copy(update={"render_warm_up": True, "render_processes": 2})
     with TestClient(create_app(warm)) as client:
-        pool = client.app.state.render_pool  # type: ignore[attr-defined]
+        pool = client.app.state.services.render_pool  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
         while len(pool._executor._processes if pool._executor else ()) < 2:
             assert time.monotonic() < deadline, "the render processes did not start"
@@ -371,7 +378,7 @@ def test_a_slow_render_is_503_with_retry_after(
         assert r.status_code == 503, r.text
         assert int(r.headers["retry-after"]) >= 1
         assert "longer than" in assert_error(r.json(), "unavailable")["message"]
-        pool = client.app.state.render_pool  # type: ignore[attr-defined]
+        pool = client.app.state.services.render_pool  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
         while pool.pending and time.monotonic() < deadline:  # the render ends, its place frees
             time.sleep(0.1)

@@ -70,9 +70,9 @@ def open_streams(stack: ExitStack, http: httpx.Client, count: int) -> None:
 
 def wait_streams_closed(app: Starlette) -> None:
     deadline = time.monotonic() + 10  # the server notices a gone client at its next write
-    while app.state.jobs.open_streams and time.monotonic() < deadline:
+    while app.state.services.jobs.open_streams and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert app.state.jobs.open_streams == 0
+    assert app.state.services.jobs.open_streams == 0
 
 
 def job_keys(rdb: redis.Redis) -> set[str]:
@@ -106,7 +106,7 @@ def test_stream_cap_is_503_with_retry_after_and_others_answer(
         job_id = http.get("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
         with ExitStack() as held:
             open_streams(held, http, 3)
-            assert app.state.jobs.open_streams == 3
+            assert app.state.services.jobs.open_streams == 3
             for path in ("/api-user/events", f"/api/v1/jobs/{job_id}/events"):
                 t0 = time.monotonic()
                 r = http.get(path)
@@ -233,7 +233,7 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
                     in assert_error(r.json(), "unavailable")["message"]
                 )
             assert job_keys(rdb) == before  # the refused probe was never enqueued
-            assert app.state.jobs.open_streams == 2  # a refused stream gave its slot back
+            assert app.state.services.jobs.open_streams == 2  # a refused stream gave its slot back
             # the rest of the API does not share that pool
             t0 = time.monotonic()
             assert http.get("/api-user/health").json() == {"status": "ok"}
@@ -353,7 +353,7 @@ def test_every_key_a_job_writes_expires(
     cancelled = client.get("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
     wait_running(client, cancelled)
     client.delete(f"/api-user/jobs/{cancelled}")
-    jobs = client.app.state.jobs  # type: ignore[attr-defined]
+    jobs = client.app.state.services.jobs  # type: ignore[attr-defined]
     enqueue = functools.partial(
         jobs.enqueue, "probe", "diag.probe", {"steps": 2, "delay_ms": 0, "fail_at": 0}, dedup=True
     )

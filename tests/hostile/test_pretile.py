@@ -130,7 +130,7 @@ def test_the_task_refuses_a_plan_above_the_ceiling_too(
     worker: subprocess.Popen[bytes],
 ) -> None:
     """A job sent around the API (straight to the queue) fails before it sends a chunk."""
-    jobs: JobService = client.app.state.jobs  # type: ignore[attr-defined]
+    jobs: JobService = client.app.state.services.jobs  # type: ignore[attr-defined]
     params = {"style": world, "lang": "en", "minzoom": 24, "maxzoom": 25}
     params |= {"refresh": False, "s3": False}
     assert client.portal is not None
@@ -221,7 +221,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
     assert r.status_code == 409
     assert assert_error(r.json(), "conflict")["detail"]["job_id"] == stalled
     # a job sent around the API does not run beside it either
-    jobs: JobService = client.app.state.jobs  # type: ignore[attr-defined]
+    jobs: JobService = client.app.state.services.jobs  # type: ignore[attr-defined]
     params = {"style": scene, "lang": "en", "minzoom": 8, "maxzoom": 9}
     params |= {"refresh": False, "s3": False}
     assert client.portal is not None

@@ -13,11 +13,19 @@ from workers.celery_app import app, settings
 
 
 @app.task(base=JobTask, name="raster.configure")
-def configure(report: JobReporter, path: str, lang: str, refresh: bool) -> dict[str, Any]:
-    """Build the map configuration of a raster layer (spec 4.4)."""
+def configure(
+    report: JobReporter, path: str, lang: str, url_prefix: str, refresh: bool
+) -> dict[str, Any]:
+    """Build the map configuration of a raster layer (spec 4.4); its tiles under ``url_prefix``."""
     with tile_stores(settings) as stores:  # a rebuilt layer's tiles are dropped from each
         return configure_layer(
-            settings.work_dir, path, report, lang=lang, refresh=refresh, stores=stores.all()
+            settings.work_dir,
+            path,
+            report,
+            lang=lang,
+            url_prefix=url_prefix,
+            refresh=refresh,
+            stores=stores.all(),
         )
 
 

@@ -1,0 +1,64 @@
+"""The services of an API process (built by the lifespan) and the one way handlers reach them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starlette.requests import HTTPConnection
+
+if TYPE_CHECKING:  # api.jobs reads parameters through api.params, which reaches services
+    import httpx
+    import redis
+    import redis.asyncio as aioredis
+    from celery import Celery
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from api.jobs import JobService
+    from shared.convert.client import ConvertClient
+    from shared.providers.dem import DemCatalog
+    from shared.providers.proxy import ProxyPolicy
+    from shared.providers.upstream import Upstream
+    from shared.settings import Settings
+    from shared.tiles.pool import RenderPool
+    from shared.tiles.service import TileService
+    from shared.tiles.stores import TileStores
+    from shared.vector.cache import VectorCache
+    from shared.vector.catalog import Catalogue
+
+__all__ = ["Services", "services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the handlers of one API process share: settings, clients, pools, caches."""
+
+    settings: Settings
+    redis: redis.Redis
+    aredis: aioredis.Redis
+    db: AsyncEngine
+    ready_db: AsyncEngine
+    """``/ready``'s own connection."""
+    vector: Catalogue
+    vector_cache: VectorCache
+    celery: Celery
+    jobs: JobService
+    convert: ConvertClient | None
+    """None when the Convert server's address is not configured."""
+    render_pool: RenderPool
+    tiles: TileService
+    tile_stores: TileStores
+    http: httpx.AsyncClient
+    """The one provider client of the process."""
+    upstream: Upstream
+    dem: DemCatalog
+    """Local elevation (``height``)."""
+    proxy_http: httpx.AsyncClient
+    """``gis-url-proxy``'s client: guarded connections."""
+    proxy_policy: ProxyPolicy
+
+
+def services(conn: HTTPConnection) -> Services:
+    """The services of the process answering ``conn`` (a request, or any connection's scope)."""
+    built: Services = conn.app.state.services
+    return built
