@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         sync_redis = sync_client(settings.redis_url)
         aredis = async_client(settings.redis_url)
         celery = make_celery_client(settings)
-        mapnik_dir = settings.work_dir / "map" / "mapnik"
+        mapnik_dir = settings.mapnik_dir
         render_pool = RenderPool(
             mapnik_dir,
             settings.render_processes or os.cpu_count() or 1,
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             db=make_engine(settings),
             ready_db=make_engine(settings, connections=1),
             vector=Catalogue(
-                [name.strip() for name in settings.vector_schemas.split(",") if name.strip()],
+                list(settings.vector_schemas),
                 settings.vector_config,
                 settings.vector_catalog_ttl_s,
             ),
@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             tile_stores=tile_stores(settings),
             http=http,
             upstream=Upstream.from_settings(http, aredis, settings),
-            dem=DemCatalog(settings.work_dir / "map" / "dem"),
+            dem=DemCatalog(settings.dem_dir),
             proxy_http=make_proxy_client(settings),
             proxy_policy=ProxyPolicy.from_settings(settings),
         )

@@ -66,7 +66,7 @@ def lang_param(request: Request, given: str | None = None) -> str:
     """The label language: ``given`` (a path's), else ``lang``, else the default language."""
     settings = services(request).settings
     text = given or request.query_params.get("lang") or settings.default_lang
-    return parse_lang(text, settings.language_set)
+    return parse_lang(text, settings.languages)
 
 
 def srs_param(

@@ -69,9 +69,9 @@ def _render_tile(
 
     try:
         tile = parse_tile(*zxy)
-        with TileRenderer(settings.work_dir / "map" / "mapnik") as renderer:
+        with TileRenderer(settings.mapnik_dir) as renderer:
             rendered = renderer.render_tile(
-                style, parse_lang(lang or settings.default_lang, settings.language_set), tile
+                style, parse_lang(lang or settings.default_lang, settings.languages), tile
             )
     except MapsvcError as exc:
         print(f"render-tile: {exc.message}", file=sys.stderr)

@@ -2,17 +2,111 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["Settings", "WORK_SUBDIRS"]
+__all__ = ["KEYED_PROVIDERS", "ProviderSettings", "Providers", "Settings", "env_values"]
 
-#: Folders of the work dir (spec section 1), created on start.
-WORK_SUBDIRS = ("map/raster", "map/rtile", "map/mapnik", "map/dem")  # dem: local elevation
+#: Providers that need a key besides their URL (``MAPSVC_<NAME>_API_KEY``).
+KEYED_PROVIDERS = frozenset({"here", "mapbox", "owm"})
+
+
+#: A language tag (``en``, ``pt-BR``), as ``MAPSVC_LANGUAGES`` lists them.
+_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+
+#: A comma-separated setting, split into its trimmed, non-empty items when settings load.
+CommaList = Annotated[tuple[str, ...], NoDecode]
+
+
+def blank_is_unset(value: object) -> object:
+    """``None`` for a blank string (an env var set to nothing), else ``value`` unchanged."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def split_commas(value: str) -> tuple[str, ...]:
+    """The trimmed, non-empty items of a comma-separated string."""
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+class ProviderSettings(BaseSettings):
+    """One external provider (spec 2.7–2.10, 4.10–4.16), read from ``MAPSVC_<NAME>_*``.
+
+    One instance per provider (see `Providers`): the environment prefix is given when it is
+    made, and so are the provider's defaults (passed as init values, which the environment
+    and ``.env`` override).
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    url: str | None = Field(default=None, description="Base URL; unset: not configured")
+    api_key: SecretStr | None = Field(default=None, description="Key, where one is needed")
+    cache_ttl_s: int = Field(default=86400, ge=1, description="How long answers are cached")
+    rate_per_s: float = Field(default=1.0, gt=0, description="Calls per second at most")
+
+    @field_validator("url", "api_key", mode="before")
+    @classmethod
+    def _blank(cls, value: object) -> object:
+        return blank_is_unset(value)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment, then ``.env``, then the per-provider defaults given at init."""
+        return env_settings, dotenv_settings, init_settings
+
+
+def _provider(name: str, **defaults: object) -> Callable[[], ProviderSettings]:
+    """The factory of provider ``name``'s settings (prefix ``MAPSVC_<NAME>_``)."""
+
+    def make() -> ProviderSettings:
+        return ProviderSettings(_env_prefix=f"MAPSVC_{name.upper()}_", **defaults)  # type: ignore[call-arg, arg-type]
+
+    return make
+
+
+class Providers(BaseModel):
+    """The settings of every external provider, one `ProviderSettings` each."""
+
+    model_config = ConfigDict(frozen=True)
+
+    nominatim: ProviderSettings = Field(default_factory=_provider("nominatim"))
+    photon: ProviderSettings = Field(default_factory=_provider("photon", rate_per_s=5.0))
+    here: ProviderSettings = Field(
+        default_factory=_provider(
+            "here", url="https://revgeocode.search.hereapi.com", rate_per_s=5.0
+        )
+    )
+    mapbox: ProviderSettings = Field(
+        default_factory=_provider("mapbox", url="https://api.mapbox.com", rate_per_s=10.0)
+    )
+    osrm: ProviderSettings = Field(
+        default_factory=_provider("osrm", cache_ttl_s=3600, rate_per_s=5.0)
+    )
+    valhalla: ProviderSettings = Field(
+        default_factory=_provider("valhalla", cache_ttl_s=3600, rate_per_s=5.0)
+    )
+    owm: ProviderSettings = Field(
+        default_factory=_provider("owm", url="https://api.openweathermap.org", cache_ttl_s=600)
+    )
+    opentopodata: ProviderSettings = Field(default_factory=_provider("opentopodata"))
+    kadastr: ProviderSettings = Field(default_factory=_provider("kadastr", rate_per_s=2.0))
+
+    def named(self, name: str) -> ProviderSettings:
+        """The settings of provider ``name`` (a field of this class)."""
+        found: ProviderSettings = dict(self)[name]
+        return found
 
 
 class Settings(BaseSettings):
@@ -53,8 +147,8 @@ class Settings(BaseSettings):
     tile_max_age_s: int = Field(
         default=3600, ge=0, description="Cache-Control max-age of tile responses"
     )
-    vector_schemas: str = Field(
-        default="public", description="Comma-separated schemas whose geometry tables are layers"
+    vector_schemas: CommaList = Field(
+        default=("public",), description="Comma-separated schemas whose geometry tables are layers"
     )
     vector_config: Path | None = Field(
         default=None, description="JSON file of layer aliases, zooms and named queries"
@@ -135,6 +229,9 @@ class Settings(BaseSettings):
     )
     # External providers (spec 2.7–2.10, 4.10–4.16): one group of fields per provider.
     # A provider is configured when its URL is set (and its key, where it needs one).
+    providers: Providers = Field(
+        default_factory=lambda: Providers(), description="One `ProviderSettings` per provider"
+    )
     provider_connect_timeout_s: float = Field(
         default=3.0, gt=0, description="Connect timeout of provider calls"
     )
@@ -162,48 +259,15 @@ class Settings(BaseSettings):
     reverse_b_provider: Literal["mapbox", "nominatim", "photon"] = Field(
         default="mapbox", description="Provider of `map` of `reverse-geocode`"
     )
-    nominatim_url: str | None = Field(default=None, description="Nominatim base URL")
-    nominatim_cache_ttl_s: int = Field(default=86400, ge=1, description="Nominatim cache TTL")
-    nominatim_rate_per_s: float = Field(default=1.0, gt=0, description="Nominatim rate limit")
-    photon_url: str | None = Field(default=None, description="Photon base URL")
-    photon_cache_ttl_s: int = Field(default=86400, ge=1, description="Photon cache TTL")
-    photon_rate_per_s: float = Field(default=5.0, gt=0, description="Photon rate limit")
-    here_url: str | None = Field(
-        default="https://revgeocode.search.hereapi.com", description="HERE revgeocode base URL"
-    )
-    here_api_key: SecretStr | None = Field(default=None, description="HERE API key")
-    here_cache_ttl_s: int = Field(default=86400, ge=1, description="HERE cache TTL")
-    here_rate_per_s: float = Field(default=5.0, gt=0, description="HERE rate limit")
-    mapbox_url: str | None = Field(
-        default="https://api.mapbox.com", description="Mapbox geocoding base URL"
-    )
-    mapbox_api_key: SecretStr | None = Field(default=None, description="Mapbox access token")
-    mapbox_cache_ttl_s: int = Field(default=86400, ge=1, description="Mapbox cache TTL")
-    mapbox_rate_per_s: float = Field(default=10.0, gt=0, description="Mapbox rate limit")
     route_provider: Literal["osrm", "valhalla"] = Field(
         default="osrm", description="Provider of `map-route`"
     )
-    osrm_url: str | None = Field(default=None, description="OSRM base URL")
-    osrm_cache_ttl_s: int = Field(default=3600, ge=1, description="OSRM cache TTL")
-    osrm_rate_per_s: float = Field(default=5.0, gt=0, description="OSRM rate limit")
-    valhalla_url: str | None = Field(default=None, description="Valhalla base URL")
-    valhalla_cache_ttl_s: int = Field(default=3600, ge=1, description="Valhalla cache TTL")
-    valhalla_rate_per_s: float = Field(default=5.0, gt=0, description="Valhalla rate limit")
-    owm_url: str | None = Field(
-        default="https://api.openweathermap.org", description="OpenWeatherMap base URL"
-    )
-    owm_api_key: SecretStr | None = Field(default=None, description="OpenWeatherMap API key")
-    owm_cache_ttl_s: int = Field(default=600, ge=1, description="OpenWeatherMap cache TTL")
-    owm_rate_per_s: float = Field(default=1.0, gt=0, description="OpenWeatherMap rate limit")
     height_source: Literal["dem", "opentopodata", "dem+opentopodata"] = Field(
         default="dem", description="Elevation source of `height`"
     )
-    opentopodata_url: str | None = Field(default=None, description="Open Topo Data base URL")
     opentopodata_dataset: str = Field(
         default="srtm90m", pattern=r"^[A-Za-z0-9_,-]+$", description="Open Topo Data dataset"
     )
-    opentopodata_cache_ttl_s: int = Field(default=86400, ge=1, description="Cache TTL")
-    opentopodata_rate_per_s: float = Field(default=1.0, gt=0, description="Rate limit")
     dzk_source: Literal["local", "kadastr", "local+kadastr"] = Field(
         default="local", description="Parcel source of `dzk`"
     )
@@ -212,14 +276,11 @@ class Settings(BaseSettings):
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
         description="PostGIS table of land parcels",
     )
-    kadastr_url: str | None = Field(default=None, description="kadastr.live base URL")
-    kadastr_cache_ttl_s: int = Field(default=86400, ge=1, description="kadastr.live cache TTL")
-    kadastr_rate_per_s: float = Field(default=2.0, gt=0, description="kadastr.live rate limit")
-    proxy_allow_hosts: str = Field(
-        default="", description="Comma-separated hosts `gis-url-proxy` may fetch (`*.x.org`)"
+    proxy_allow_hosts: CommaList = Field(
+        default=(), description="Comma-separated hosts `gis-url-proxy` may fetch (`*.x.org`)"
     )
-    proxy_trusted_addresses: str = Field(
-        default="", description="Comma-separated `ip:port` exempt from the private-range check"
+    proxy_trusted_addresses: CommaList = Field(
+        default=(), description="Comma-separated `ip:port` exempt from the private-range check"
     )
     proxy_max_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1024, description="Largest body `gis-url-proxy` relays"
@@ -233,16 +294,17 @@ class Settings(BaseSettings):
 
     # -- limits of issue 10 (safe to expose), one group per concern --------------------------
     # [settings: core limits]
-    languages: str = Field(
-        default=(
-            "en,uk,de,fr,es,it,pt,pl,nl,cs,sk,sl,hr,sr,bg,ro,hu,el,tr,ru,be,lt,lv,et,fi,sv,da,"
-            "no,is,ga,ar,he,fa,hi,ja,ko,zh,vi,th,id"
+    languages: Annotated[frozenset[str], NoDecode] = Field(
+        default=frozenset(
+            split_commas(
+                "en,uk,de,fr,es,it,pt,pl,nl,cs,sk,sl,hr,sr,bg,ro,hu,el,tr,ru,be,lt,lv,et,fi,sv,da,"
+                "no,is,ga,ar,he,fa,hi,ja,ko,zh,vi,th,id"
+            )
         ),
-        pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?(,[a-z]{2,3}(-[A-Za-z0-9]{2,8})?)*$",
         description="Comma-separated label languages a request may name (`lang`); others: 400",
     )
-    allowed_hosts: str = Field(
-        default="127.0.0.1,localhost,::1",
+    allowed_hosts: CommaList = Field(
+        default=("127.0.0.1", "localhost", "::1"),
         description="Comma-separated `Host` names the API answers (`*.example.org`, `*`: any)",
     )
     render_queue_max: int = Field(
@@ -340,24 +402,53 @@ class Settings(BaseSettings):
         ge=0,
         description="Convert calls that may wait for one of the 10 workers; more are refused",
     )
-    proxy_content_types: str = Field(
-        default=(
+    proxy_content_types: CommaList = Field(
+        default=split_commas(
             "image/*,application/json,application/*+json,text/json,application/xml,"
             "application/*+xml,text/xml,application/x-protobuf,"
             "application/vnd.mapbox-vector-tile,text/plain"
         ),
         description="Comma-separated media types `gis-url-proxy` relays (`image/*`, `*+json`)",
     )
-    proxy_cors_origins: str = Field(
-        default="",
+    proxy_cors_origins: CommaList = Field(
+        default=(),
         description="Comma-separated origins `gis-url-proxy` allows (CORS); `*` any; empty none",
     )
     # [settings: openapi]
 
-    @field_validator("convert_server_address", "convert_token", mode="before")
+    @field_validator(
+        "convert_server_address",
+        "convert_token",
+        "s3_endpoint_url",
+        "s3_access_key_id",
+        "s3_secret_access_key",
+        mode="before",
+    )
     @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
+    def _blank(cls, value: object) -> object:
+        return blank_is_unset(value)
+
+    @field_validator(
+        "languages",
+        "allowed_hosts",
+        "vector_schemas",
+        "proxy_allow_hosts",
+        "proxy_trusted_addresses",
+        "proxy_content_types",
+        "proxy_cors_origins",
+        mode="before",
+    )
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        return split_commas(value) if isinstance(value, str) else value
+
+    @field_validator("languages")
+    @classmethod
+    def _check_languages(cls, value: frozenset[str]) -> frozenset[str]:
+        bad = sorted(lang for lang in value if not _LANG.match(lang))
+        if bad or not value:
+            raise ValueError(f"expected comma-separated language tags, got {bad or 'none'}")
+        return value
 
     @field_validator("convert_server_address")
     @classmethod
@@ -369,45 +460,16 @@ class Settings(BaseSettings):
             raise ValueError(f"expected <ip>:<port>, got {value!r}")
         return value.strip()
 
-    @field_validator("s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", mode="before")
-    @classmethod
-    def _blank_s3_is_unset(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator(
-        "nominatim_url",
-        "photon_url",
-        "here_url",
-        "here_api_key",
-        "mapbox_url",
-        "mapbox_api_key",
-        "osrm_url",
-        "valhalla_url",
-        "owm_url",
-        "owm_api_key",
-        "opentopodata_url",
-        "kadastr_url",
-        mode="before",
-    )
-    @classmethod
-    def _blank_provider_is_unset(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @property
-    def language_set(self) -> frozenset[str]:
-        """The languages of ``MAPSVC_LANGUAGES``."""
-        return frozenset(self.languages.split(","))
-
     @property
     def allowed_host_list(self) -> list[str]:
         """The host names of ``MAPSVC_ALLOWED_HOSTS``, and the host of the public URL."""
-        hosts = [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+        hosts = list(self.allowed_hosts)
         public = urlsplit(self.public_url).hostname
         return hosts + ([public] if public else [])
 
     @model_validator(mode="after")
     def _default_lang_is_allowed(self) -> Settings:
-        if self.default_lang not in self.language_set:
+        if self.default_lang not in self.languages:
             raise ValueError(
                 f"MAPSVC_DEFAULT_LANG {self.default_lang!r} is not in MAPSVC_LANGUAGES"
             )
@@ -421,7 +483,56 @@ class Settings(BaseSettings):
             )
         return self
 
+    @property
+    def raster_dir(self) -> Path:
+        """``map/raster``: the source rasters."""
+        return self.work_dir / "map" / "raster"
+
+    @property
+    def rtile_dir(self) -> Path:
+        """``map/rtile``: the tile cache on disk."""
+        return self.work_dir / "map" / "rtile"
+
+    @property
+    def mapnik_dir(self) -> Path:
+        """``map/mapnik``: the Mapnik styles."""
+        return self.work_dir / "map" / "mapnik"
+
+    @property
+    def derived_dir(self) -> Path:
+        """``map/derived``: files built from the rasters (mosaics, builds)."""
+        return self.work_dir / "map" / "derived"
+
+    @property
+    def dem_dir(self) -> Path:
+        """``map/dem``: the local elevation rasters."""
+        return self.work_dir / "map" / "dem"
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied and validated like settings read at start.
+
+        Comma lists may be given as strings (``"public,hostile"``), blanks unset, and the
+        checks across fields run again.
+        """
+        copied = super().model_copy(deep=deep)
+        return copied if not update else self.model_validate({**dict(copied), **update})
+
     def ensure_work_dir(self) -> None:
-        """Create the work dir layout of the spec if it is missing."""
-        for sub in WORK_SUBDIRS:
-            (self.work_dir / sub).mkdir(parents=True, exist_ok=True)
+        """Create the work dir layout of the spec (section 1) if it is missing."""
+        for sub in (self.raster_dir, self.rtile_dir, self.mapnik_dir, self.dem_dir):
+            sub.mkdir(parents=True, exist_ok=True)
+
+
+def env_values(settings: Settings) -> dict[str, object]:
+    """Every setting by its environment variable name (``MAPSVC_…``), with its value."""
+    values: dict[str, object] = {}
+    for name, value in settings:
+        if isinstance(value, Providers):
+            for provider, conf in value:
+                for field, item in conf:
+                    if field == "api_key" and provider not in KEYED_PROVIDERS:
+                        continue
+                    values[f"MAPSVC_{provider.upper()}_{field.upper()}"] = item
+        else:
+            values[f"MAPSVC_{name.upper()}"] = value
+    return values

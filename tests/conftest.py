@@ -22,7 +22,7 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from shared.settings import Settings
+from shared.settings import Settings, env_values
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -78,13 +78,26 @@ def settings(database_url: str, work_dir: Path) -> Settings:
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a subprocess the same settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAPSVC_")}
-    for name, value in settings.model_dump().items():
+    for name, value in env_values(settings).items():
         if value is None:  # unset stays unset (e.g. MAPSVC_CONVERT_SERVER_ADDRESS)
             continue
         if isinstance(value, SecretStr):
             value = value.get_secret_value()
-        env[f"MAPSVC_{name.upper()}"] = str(value)
+        if isinstance(value, tuple | frozenset):
+            value = ",".join(sorted(value) if isinstance(value, frozenset) else value)
+        env[name] = str(value)
     return env
+
+
+def with_providers(settings: Settings, **changes: dict[str, object]) -> Settings:
+    """``settings`` with some providers' fields changed: ``nominatim={"url": …}``."""
+    providers = settings.providers.model_copy(
+        update={
+            name: settings.providers.named(name).model_copy(update=fields)
+            for name, fields in changes.items()
+        }
+    )
+    return settings.model_copy(update={"providers": providers})
 
 
 @pytest.fixture(scope="session")
@@ -160,7 +173,7 @@ def live_server(settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def raster_dir(settings: Settings) -> Path:
     """The shared rasters in the session's work dir, plus things that are not rasters."""
-    root = settings.work_dir / "map" / "raster"
+    root = settings.raster_dir
     shutil.copytree(SHARED_DATA / "raster", root, dirs_exist_ok=True)
     (root / "single" / "notes.txt").write_text("not a raster")
     (root / "single" / "fake.tif").write_text("text pretending to be a TIFF")

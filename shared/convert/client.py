@@ -33,7 +33,6 @@ __all__ = [
     "PdfFile",
     "convert_client",
     "message_to_dict",
-    "server_address",
 ]
 
 log = logging.getLogger("mapsvc.convert")
@@ -67,21 +66,6 @@ class MergeResult:
     page_count: int
     byte_size: int
     output_name: str
-
-
-def server_address(settings: Settings, server_name: str) -> str | None:
-    """The ``<ip>:<port>`` of a helper service: the setting ``<serverName>ServerAddress``.
-
-    Args:
-        settings: the settings to read.
-        server_name: the helper's name, e.g. ``convert`` (setting ``convert_server_address``,
-            environment ``MAPSVC_CONVERT_SERVER_ADDRESS``).
-
-    Returns:
-        The address, or None when it is not configured.
-    """
-    value = getattr(settings, f"{server_name}_server_address", None)
-    return value if isinstance(value, str) and value else None
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
@@ -248,7 +232,7 @@ def convert_client(settings: Settings) -> ConvertClient | None:
 
     Call it where an event loop runs (the channel belongs to it), e.g. in the API's lifespan.
     """
-    address = server_address(settings, "convert")
+    address = settings.convert_server_address
     if address is None:
         return None
     token = settings.convert_token

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from pydantic import SecretStr
 
 from shared.errors import ProviderNotConfiguredError
-from shared.settings import Settings
+from shared.settings import KEYED_PROVIDERS, Settings
 
 __all__ = ["Provider", "provider"]
-
-#: providers that need a key besides their URL
-_KEYED = {"here", "mapbox", "owm"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +35,7 @@ def provider(settings: Settings, name: str) -> Provider:
     """The provider ``name`` as the settings configure it.
 
     Args:
-        settings: the service settings (fields ``<name>_url``, ``<name>_api_key``, …).
+        settings: the service settings (``settings.providers``).
         name: ``nominatim``, ``photon``, ``here``, ``mapbox``, ``osrm``, ``owm``,
             ``opentopodata`` or ``kadastr``.
 
@@ -48,14 +45,14 @@ def provider(settings: Settings, name: str) -> Provider:
     Raises:
         ProviderNotConfiguredError: its URL (or its key, where it needs one) is not set.
     """
-    base_url: str | None = getattr(settings, f"{name}_url")
-    key: SecretStr | None = getattr(settings, f"{name}_api_key", None)
+    conf = settings.providers.named(name)
+    base_url, key = conf.url, conf.api_key if name in KEYED_PROVIDERS else None
     env = f"MAPSVC_{name.upper()}"
     if base_url is None:
         raise ProviderNotConfiguredError(
             f"provider {name} is not configured (set {env}_URL)", provider=name
         )
-    if name in _KEYED and key is None:
+    if name in KEYED_PROVIDERS and key is None:
         raise ProviderNotConfiguredError(
             f"provider {name} is not configured (set {env}_API_KEY)", provider=name
         )
@@ -63,6 +60,6 @@ def provider(settings: Settings, name: str) -> Provider:
         name=name,
         base_url=base_url,
         key=key,
-        cache_ttl_s=getattr(settings, f"{name}_cache_ttl_s"),
-        rate_per_s=getattr(settings, f"{name}_rate_per_s"),
+        cache_ttl_s=conf.cache_ttl_s,
+        rate_per_s=conf.rate_per_s,
     )

@@ -96,7 +96,7 @@ class ProxyPolicy:
     def from_settings(cls, settings: Settings) -> ProxyPolicy:
         """The policy of ``MAPSVC_PROXY_*``."""
         trusted = set()
-        for entry in _split(settings.proxy_trusted_addresses):
+        for entry in settings.proxy_trusted_addresses:
             host, _, port = entry.rpartition(":")
             host = host.strip("[]")
             try:
@@ -107,15 +107,13 @@ class ProxyPolicy:
                     f"MAPSVC_PROXY_TRUSTED_ADDRESSES: {entry!r} is not <ip>:<port>"
                 ) from None
         return cls(
-            allow_hosts=frozenset(
-                h.lower().rstrip(".") for h in _split(settings.proxy_allow_hosts)
-            ),
+            allow_hosts=frozenset(h.lower().rstrip(".") for h in settings.proxy_allow_hosts),
             trusted=frozenset(trusted),
             max_bytes=settings.proxy_max_bytes,
             timeout_s=settings.proxy_timeout_s,
             max_redirects=settings.proxy_max_redirects,
-            content_types=frozenset(t.lower() for t in _split(settings.proxy_content_types)),
-            cors_origins=frozenset(o.rstrip("/") for o in _split(settings.proxy_cors_origins)),
+            content_types=frozenset(t.lower() for t in settings.proxy_content_types),
+            cors_origins=frozenset(o.rstrip("/") for o in settings.proxy_cors_origins),
         )
 
     def host_allowed(self, host: str) -> bool:
@@ -143,10 +141,6 @@ class ProxyPolicy:
         if "*" in self.cors_origins:
             return "*"
         return origin if origin is not None and origin in self.cors_origins else None
-
-
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _media_type(content_type: str | None) -> str:

@@ -93,4 +93,4 @@ def tile_stores(settings: Settings) -> TileStores:
         The stores; close them (or use them as a context manager) when done.
     """
     s3 = s3_store(settings) if settings.s3_endpoint_url is not None else None
-    return TileStores(file=FileTileStore(settings.work_dir / "map" / "rtile"), s3=s3)
+    return TileStores(file=FileTileStore(settings.rtile_dir), s3=s3)

@@ -40,7 +40,7 @@ def scene(
 
 
 def stored_tiles(settings: Settings, style: str) -> set[tuple[int, int, int]]:
-    root = settings.work_dir / "map" / "rtile" / style / "en"
+    root = settings.rtile_dir / style / "en"
     return {
         tuple(int(p) for p in path.relative_to(root).with_suffix("").parts)  # type: ignore[misc]
         for path in root.rglob("*.png")
@@ -50,7 +50,7 @@ def stored_tiles(settings: Settings, style: str) -> set[tuple[int, int, int]]:
 def planned_tiles(
     settings: Settings, style: str, minzoom: int, maxzoom: int
 ) -> set[tuple[int, int, int]]:
-    bounds = read_style(settings.work_dir / "map" / "mapnik", style).bounds
+    bounds = read_style(settings.mapnik_dir, style).bounds
     assert bounds is not None
     plan = plan_pretile(bounds, minzoom, maxzoom)
     return {(t.z, t.x, t.y) for c in chunks(bounds, plan) for t in c.tiles()}

@@ -146,7 +146,7 @@ def test_cache_hit_etag_and_304(tc: TestClient, settings: Settings) -> None:
     first = tc.get(url)
     assert first.status_code == 200
     assert first.headers["x-cache"] == "MISS"
-    stored = settings.work_dir / "map" / "rtile" / RGB_ID / "en" / "10" / "290" / "442.png"
+    stored = settings.rtile_dir / RGB_ID / "en" / "10" / "290" / "442.png"
     assert stored.read_bytes() == first.content
     second = tc.get(url)
     assert second.headers["x-cache"] == "HIT"
@@ -168,7 +168,7 @@ def test_nocache_renders_and_stores_nothing(tc: TestClient, settings: Settings) 
     r = tc.get(tile_url(RGB_ID, 10, 291, 440, "?nocache=1"))
     assert r.headers["x-cache"] == "MISS"
     assert decode(r.content)[3].max() == 255
-    assert not (settings.work_dir / "map" / "rtile" / RGB_ID / "en" / "10" / "291").exists()
+    assert not (settings.rtile_dir / RGB_ID / "en" / "10" / "291").exists()
 
 
 def test_concurrent_requests_render_a_tile_once(tc: TestClient) -> None:
@@ -269,4 +269,4 @@ def test_vanished_raster_gives_a_clear_error_and_caches_nothing(
     r = tc.get(tile_url(style, 10, 290, 441))
     assert r.status_code == 422
     assert "gone" in assert_error(r.json(), "unprocessable")["message"]
-    assert not (settings.work_dir / "map" / "rtile" / style / "en" / "10").exists()
+    assert not (settings.rtile_dir / style / "en" / "10").exists()

@@ -84,7 +84,7 @@ def test_s3_miss_then_hit_etag_and_304(
     assert stored["ContentType"] == "image/png"
     assert keys(s3_url, f"{RGB_ID}/") >= {key}
     # the file cache is not touched by an isS3 request
-    tile_dir = s3_settings.work_dir / "map" / "rtile" / RGB_ID / "en" / str(z) / str(x)
+    tile_dir = s3_settings.rtile_dir / RGB_ID / "en" / str(z) / str(x)
     assert not (tile_dir / f"{y}.png").exists()
     second = s3_tc.get(url)
     assert second.headers["x-cache"] == "HIT"
@@ -174,7 +174,7 @@ def test_configure_drops_the_style_from_s3(
         )
     assert not keys(s3_url, f"{RGB_ID}/")
     assert "another-style/en/5/0/1.png" in keys(s3_url)
-    assert not (s3_settings.work_dir / "map" / "rtile" / RGB_ID).exists()
+    assert not (s3_settings.rtile_dir / RGB_ID).exists()
     # the tile is rendered and stored again
     again = s3_tc.get(tile_url(RGB_ID, 11, 580, 884, "?isS3=1"))
     assert again.headers["x-cache"] == "MISS"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from shared.convert.client import ConvertClient, PdfFile, convert_client, server_address
+from shared.convert.client import ConvertClient, PdfFile, convert_client
 from shared.errors import UnavailableError
 from shared.settings import Settings
 from tests.conftest import free_port
@@ -19,7 +19,7 @@ def _settings(**values: object) -> Settings:
 
 def test_no_address_no_client() -> None:
     settings = _settings(convert_server_address=None)
-    assert server_address(settings, "convert") is None
+    assert settings.convert_server_address is None
     assert convert_client(settings) is None
     assert convert_client(_settings(convert_server_address="  ")) is None
 
@@ -28,7 +28,7 @@ def test_the_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MAPSVC_CONVERT_SERVER_ADDRESS", "10.1.2.3:4003")
     monkeypatch.setenv("MAPSVC_CONVERT_TOKEN", "s3cr3t-value")
     settings = _settings()
-    assert server_address(settings, "convert") == "10.1.2.3:4003"
+    assert settings.convert_server_address == "10.1.2.3:4003"
     assert settings.convert_token is not None
     assert settings.convert_token.get_secret_value() == "s3cr3t-value"
     assert "s3cr3t-value" not in repr(settings)

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.conftest import free_port
+from tests.conftest import free_port, with_providers
 from tests.providers import fakes
 
 
@@ -52,34 +52,22 @@ def reset_server() -> Iterator[fakes.ResetServer]:
 @pytest.fixture(scope="session")
 def psettings(settings: Settings, fake_base: str) -> Settings:
     """Every provider configured to its fake, fast timeouts, tiny backoff."""
-    return settings.model_copy(
+    fast = settings.model_copy(
         update={
             "provider_connect_timeout_s": 0.5,
             "provider_timeout_s": 1.0,
             "provider_backoff_s": 0.01,
             "provider_rate_wait_s": 5.0,
-            "nominatim_url": f"{fake_base}/nominatim",
-            "nominatim_rate_per_s": 1000.0,
-            "photon_url": f"{fake_base}/photon",
-            "photon_rate_per_s": 1000.0,
-            "here_url": f"{fake_base}/here",
-            "here_api_key": SecretStr("here-key"),
-            "here_rate_per_s": 1000.0,
-            "mapbox_url": f"{fake_base}/mapbox",
-            "mapbox_api_key": SecretStr("mapbox-key"),
-            "mapbox_rate_per_s": 1000.0,
-            "osrm_url": f"{fake_base}/osrm",
-            "osrm_rate_per_s": 1000.0,
-            "valhalla_url": f"{fake_base}/valhalla",
-            "valhalla_rate_per_s": 1000.0,
-            "owm_url": f"{fake_base}/owm",
-            "owm_api_key": SecretStr("owm-key"),
-            "owm_rate_per_s": 1000.0,
-            "opentopodata_url": f"{fake_base}/opentopodata",
-            "opentopodata_rate_per_s": 1000.0,
-            "kadastr_url": f"{fake_base}/kadastr",
-            "kadastr_rate_per_s": 1000.0,
         }
+    )
+    keys = {"here": "here-key", "mapbox": "mapbox-key", "owm": "owm-key"}
+    return with_providers(
+        fast,
+        **{
+            name: {"url": f"{fake_base}/{name}", "rate_per_s": 1000.0}
+            | ({"api_key": SecretStr(keys[name])} if name in keys else {})
+            for name, _ in settings.providers
+        },
     )
 
 

@@ -8,6 +8,7 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.api.test_system import assert_error
+from tests.conftest import with_providers
 from tests.providers import fakes
 from tests.providers.conftest import app_client
 
@@ -266,7 +267,7 @@ def test_reverse_one_key_fails(pclient: TestClient) -> None:
 
 
 def test_reverse_unconfigured_key_is_an_error_object(psettings: Settings) -> None:
-    with app_client(psettings.model_copy(update={"mapbox_api_key": None})) as tc:
+    with app_client(with_providers(psettings, mapbox={"api_key": None})) as tc:
         r = tc.get("/api-user/reverse-geocode", params={"x": 30.5, "y": 50.4})
     assert r.status_code == 200
     assert r.json()["map"]["error"]["code"] == "not-configured"
@@ -275,7 +276,7 @@ def test_reverse_unconfigured_key_is_an_error_object(psettings: Settings) -> Non
 
 
 def test_reverse_wrong_key_is_an_upstream_error(psettings: Settings) -> None:
-    with app_client(psettings.model_copy(update={"here_api_key": SecretStr("wrong")})) as tc:
+    with app_client(with_providers(psettings, here={"api_key": SecretStr("wrong")})) as tc:
         r = tc.get("/api-user/reverse-geocode", params={"x": 30.5, "y": 50.4})
     assert r.json()["geocoder_a"]["error"]["code"] == "upstream-error"
     assert r.json()["geocoder_a"]["error"]["status"] == 502

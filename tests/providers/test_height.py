@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, with_providers
 from tests.providers import fakes
 from tests.providers.conftest import app_client
 
@@ -48,7 +48,7 @@ def gdal_value(dem: Path, lon: float, lat: float) -> float:
 
 @pytest.fixture(scope="module")
 def dem_dir(settings: Settings) -> Path:
-    root = settings.work_dir / "map" / "dem"
+    root = settings.dem_dir
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(ZIP, root / ZIP.name)
     # a GeoTIFF in Web Mercator with a nodata hole, elsewhere in the world (0..0.01°E, 0..0.01°N)
@@ -151,8 +151,8 @@ def test_height_provider_failures(psettings: Settings) -> None:
     with app_client(psettings.model_copy(update={"height_source": "opentopodata"})) as tc:
         fakes.MODE["opentopodata"] = "garbage"
         assert tc.get("/api-user/height", params={"x": 1, "y": 2}).status_code == 520
-    update = {"height_source": "opentopodata", "opentopodata_url": None}
-    with app_client(psettings.model_copy(update=update)) as tc:
+    unset = with_providers(psettings, opentopodata={"url": None})
+    with app_client(unset.model_copy(update={"height_source": "opentopodata"})) as tc:
         r = tc.get("/api-user/height", params={"x": 1, "y": 2})
     assert r.status_code == 503
     assert_error(r.json(), "not-configured")

@@ -17,7 +17,7 @@ from shared.providers.config import Provider
 from shared.providers.upstream import Upstream, make_http_client
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import free_port
+from tests.conftest import free_port, with_providers
 from tests.providers import fakes
 from tests.providers.conftest import app_client
 
@@ -61,7 +61,7 @@ def test_failures_are_not_cached(pclient: TestClient) -> None:
 
 def test_reset_connection(psettings: Settings, reset_server: fakes.ResetServer) -> None:
     url = f"http://127.0.0.1:{reset_server.port}/nominatim"
-    with app_client(psettings.model_copy(update={"nominatim_url": url})) as tc:
+    with app_client(with_providers(psettings, nominatim={"url": url})) as tc:
         r = tc.get(GEOCODE[0], params=GEOCODE[1])
     assert r.status_code == 520
     assert_error(r.json(), "upstream-bad-answer")
@@ -69,7 +69,7 @@ def test_reset_connection(psettings: Settings, reset_server: fakes.ResetServer) 
 
 def test_unreachable_provider(psettings: Settings) -> None:
     url = f"http://127.0.0.1:{free_port()}/nominatim"  # nothing listens there
-    with app_client(psettings.model_copy(update={"nominatim_url": url})) as tc:
+    with app_client(with_providers(psettings, nominatim={"url": url})) as tc:
         r = tc.get(GEOCODE[0], params=GEOCODE[1])
     assert r.status_code == 521
     assert_error(r.json(), "upstream-unreachable")
@@ -114,8 +114,9 @@ async def _test_connect_timeout(settings: Settings, full_backlog: int) -> None:
 
 def test_connect_timeout_status(psettings: Settings, full_backlog: int) -> None:
     url = f"http://127.0.0.1:{full_backlog}/nominatim"
-    update = {"nominatim_url": url, "provider_connect_timeout_s": 0.3, "provider_retries": 0}
-    with app_client(psettings.model_copy(update=update)) as tc:
+    update = {"provider_connect_timeout_s": 0.3, "provider_retries": 0}
+    unreachable = with_providers(psettings, nominatim={"url": url})
+    with app_client(unreachable.model_copy(update=update)) as tc:
         r = tc.get(GEOCODE[0], params=GEOCODE[1])
     assert r.status_code == 522
     assert_error(r.json(), "upstream-connect-timeout")
@@ -203,7 +204,13 @@ def test_cache_ttl_is_the_providers(psettings: Settings, pclient: TestClient) ->
     rdb = sync_redis.Redis.from_url(psettings.redis_url, decode_responses=True)
     (owm,) = rdb.scan_iter("mapsvc:provider:owm:*")
     (nominatim,) = rdb.scan_iter("mapsvc:provider:nominatim:*")
-    assert psettings.owm_cache_ttl_s - 5 < rdb.ttl(owm) <= psettings.owm_cache_ttl_s
     assert (
-        psettings.nominatim_cache_ttl_s - 5 < rdb.ttl(nominatim) <= psettings.nominatim_cache_ttl_s
+        psettings.providers.owm.cache_ttl_s - 5
+        < rdb.ttl(owm)
+        <= psettings.providers.owm.cache_ttl_s
+    )
+    assert (
+        psettings.providers.nominatim.cache_ttl_s - 5
+        < rdb.ttl(nominatim)
+        <= psettings.providers.nominatim.cache_ttl_s
     )
