@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 import boto3
@@ -213,12 +212,7 @@ class S3TileStore:
     def __enter__(self) -> S3TileStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
 
 from shared.errors import UnavailableError
 from shared.settings import Settings
@@ -46,12 +45,7 @@ class TileStores:
     def __enter__(self) -> TileStores:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
