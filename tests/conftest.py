@@ -19,10 +19,13 @@ import pytest
 import redis
 import uvicorn
 from pydantic import SecretStr
+from sqlalchemy import create_engine
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.demo import load_countries
 from shared.settings import Settings, env_values
+from tests.providers import fakes
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -181,3 +184,103 @@ def raster_dir(settings: Settings) -> Path:
     if not (root / "escape").exists():
         (root / "escape").symlink_to("/etc")
     return root
+
+
+# -- vector tables and fake providers, for every test package -----------------------------
+
+#: rows of test_points
+POINTS = 300
+
+
+def pg(database_url: str) -> str:
+    return database_url.replace("+psycopg", "")
+
+
+@pytest.fixture(scope="session")
+def vector_tables(database_url: str) -> str:
+    """Countries (the shared shapefile), points, lines, a view, a UTM table, a table without key."""
+    engine = create_engine(database_url)
+    load_countries(engine, SHARED_DATA)
+    engine.dispose()
+    with psycopg.connect(pg(database_url), autocommit=True) as conn:
+        conn.execute(
+            """
+            DROP TABLE IF EXISTS test_points, test_lines, test_utm, test_nopk CASCADE;
+            DROP VIEW IF EXISTS big_countries;
+            CREATE TABLE test_points (id serial PRIMARY KEY, name text, kind text, value integer,
+                                      geom geometry(Point, 4326));
+            INSERT INTO test_points (name, kind, value, geom)
+              SELECT 'point ' || i, CASE WHEN i % 3 = 0 THEN 'Shop' ELSE 'house' END, i,
+                     ST_SetSRID(ST_Point(-10 + (i % 20), 40 + (i / 20)), 4326)
+              FROM generate_series(1, %(n)s) AS i;
+            CREATE INDEX ON test_points USING gist (geom);
+            CREATE TABLE test_lines (id integer PRIMARY KEY, name text,
+                                     geom geometry(LineString, 4326));
+            INSERT INTO test_lines VALUES
+              (1, 'equator part', ST_GeomFromText('LINESTRING(0 0, 10 0)', 4326)),
+              (2, 'meridian part', ST_GeomFromText('LINESTRING(0 0, 0 10)', 4326));
+            CREATE VIEW big_countries AS
+              SELECT id, name, iso_a3, pop_est, geom FROM countries WHERE pop_est > 100000000;
+            CREATE TABLE test_utm (id integer PRIMARY KEY, name text,
+                                   geom geometry(Point, 32618));
+            INSERT INTO test_utm VALUES (1, 'nassau', ST_Transform(
+              ST_SetSRID(ST_Point(-77.35, 25.06), 4326), 32618));
+            CREATE TABLE test_nopk (name text, geom geometry(Point, 4326));
+            INSERT INTO test_nopk VALUES ('a', ST_SetSRID(ST_Point(1, 1), 4326));
+            CREATE SCHEMA IF NOT EXISTS private;
+            DROP TABLE IF EXISTS private.secret;
+            CREATE TABLE private.secret (id integer PRIMARY KEY, geom geometry(Point, 4326));
+            ANALYZE;
+            """.replace("%(n)s", str(POINTS))
+        )
+    return database_url
+
+
+@pytest.fixture(scope="session")
+def fake_base() -> Iterator[str]:
+    """The fake provider server (real HTTP on loopback) in a thread."""
+    port = free_port()
+    config = uvicorn.Config(fakes.fake_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"{base}/nominatim/search?format=jsonv2&q=x")
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield base
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def psettings(settings: Settings, fake_base: str) -> Settings:
+    """Every provider configured to its fake, fast timeouts, tiny backoff."""
+    fast = settings.model_copy(
+        update={
+            "provider_connect_timeout_s": 0.5,
+            "provider_timeout_s": 1.0,
+            "provider_backoff_s": 0.01,
+            "provider_rate_wait_s": 5.0,
+        }
+    )
+    keys = {"here": "here-key", "mapbox": "mapbox-key", "owm": "owm-key"}
+    return with_providers(
+        fast,
+        **{
+            name: {"url": f"{fake_base}/{name}", "rate_per_s": 1000.0}
+            | ({"api_key": SecretStr(keys[name])} if name in keys else {})
+            for name, _ in settings.providers
+        },
+    )
+
+
+def app_client(settings: Settings) -> TestClient:
+    """A client of the API with these settings (use as a context manager)."""
+    return TestClient(create_app(settings), raise_server_exceptions=False)

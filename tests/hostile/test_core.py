@@ -26,7 +26,6 @@ from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
 from tests.api.test_system import assert_error
 from tests.api.test_tiles import decode, tile_url
-from tests.vector.conftest import vector_tables  # noqa: F401 - the vector layers, a fixture
 
 RGB = "single/RGB.byte.tif"
 ROOT_RASTER = "root-scene.tif"

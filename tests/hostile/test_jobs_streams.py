@@ -33,7 +33,6 @@ from tests.api.test_system import assert_error
 from tests.api.test_tiles import RGB, RGB_ID, configure
 from tests.conftest import free_port
 from tests.sse import frames, read_job_lines
-from tests.vector.conftest import vector_tables  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]
 
@@ -203,7 +202,7 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
     settings: Settings,
     rdb: redis.Redis,
     raster_dir: Path,
-    vector_tables: str,  # noqa: F811 - the fixture
+    vector_tables: str,  # the vector layers must exist
     worker: subprocess.Popen[bytes],
 ) -> None:
     configure(settings, rdb, RGB)

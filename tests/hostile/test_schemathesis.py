@@ -27,7 +27,6 @@ from api.app import create_app
 from api.openapi import openapi_document, openapi_path
 from api.routes import ROUTES
 from shared.settings import Settings
-from tests.vector.conftest import vector_tables  # noqa: F401 - the vector layers, a fixture
 
 pytestmark = [pytest.mark.server, pytest.mark.worker]
 
@@ -94,7 +93,7 @@ def test_every_failure_is_documented_with_the_error_shape(app_client: TestClient
 
 
 @pytest.fixture(scope="module")
-def api_base(live_server: str, worker: Any, raster_dir: Any, vector_tables: str) -> str:  # noqa: F811
+def api_base(live_server: str, worker: Any, raster_dir: Any, vector_tables: str) -> str:
     """The live API, with the example raster configured as a layer."""
     configured = httpx.get(f"{live_server}/api-user/gis-raster/{EXAMPLE_RASTER}", timeout=120)
     assert configured.status_code == 200, configured.text

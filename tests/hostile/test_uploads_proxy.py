@@ -37,10 +37,9 @@ from shared.convert.wire import MAX_WORKERS
 from shared.errors import UnavailableError
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import free_port
+from tests.conftest import app_client, free_port
 from tests.convert.pdfs import make_pdf, pages_of
 from tests.providers import fakes
-from tests.providers.conftest import app_client, fake_base, psettings  # noqa: F401
 
 PDF = make_pdf([(100, 200, "one")])
 MIB = 1024 * 1024
@@ -405,7 +404,7 @@ def test_convert_binds_to_loopback_unless_configured(merge: Merge) -> None:
 # -- gis-url-proxy ---------------------------------------------------------------------------
 
 
-def _proxy_settings(psettings: Settings, fake_base: str, **update: str) -> Settings:  # noqa: F811
+def _proxy_settings(psettings: Settings, fake_base: str, **update: str) -> Settings:
     port = fake_base.rsplit(":", 1)[1]
     return psettings.model_copy(
         update={
@@ -417,12 +416,12 @@ def _proxy_settings(psettings: Settings, fake_base: str, **update: str) -> Setti
 
 
 @pytest.fixture(scope="module")
-def proxy_tc(psettings: Settings, fake_base: str) -> Iterator[TestClient]:  # noqa: F811
+def proxy_tc(psettings: Settings, fake_base: str) -> Iterator[TestClient]:
     with app_client(_proxy_settings(psettings, fake_base)) as tc:
         yield tc
 
 
-def _typed(tc: TestClient, fake_base: str, media: str, **extra: str) -> httpx.Response:  # noqa: F811
+def _typed(tc: TestClient, fake_base: str, media: str, **extra: str) -> httpx.Response:
     params = {"type": media, "body": "<script>alert(document.domain)</script>", **extra}
     url = httpx.URL(f"{fake_base}/proxy/typed", params=params)
     r: httpx.Response = tc.get("/api-user/gis-url-proxy", params={"url": str(url)})
@@ -450,7 +449,7 @@ def _assert_safe_headers(r: httpx.Response) -> None:
 )
 def test_proxy_refuses_pages_scripts_and_unknown_types(
     proxy_tc: TestClient,
-    fake_base: str,  # noqa: F811
+    fake_base: str,
     media: str,
 ) -> None:
     fakes.CALLS.clear()
@@ -466,8 +465,8 @@ def test_proxy_refuses_pages_scripts_and_unknown_types(
 
 
 def test_proxy_never_relays_html_whatever_the_setting(
-    psettings: Settings,  # noqa: F811
-    fake_base: str,  # noqa: F811
+    psettings: Settings,
+    fake_base: str,
 ) -> None:
     wide = _proxy_settings(psettings, fake_base, proxy_content_types="text/*,application/*")
     with app_client(wide) as tc:
@@ -494,7 +493,7 @@ def test_proxy_never_relays_html_whatever_the_setting(
 )
 def test_proxy_relays_allowed_types_without_sniffing_or_cors(
     proxy_tc: TestClient,
-    fake_base: str,  # noqa: F811
+    fake_base: str,
     media: str,
 ) -> None:
     r = _typed(proxy_tc, fake_base, media, body="tile bytes")
@@ -510,7 +509,7 @@ def test_proxy_relays_allowed_types_without_sniffing_or_cors(
 
 def test_proxy_passes_bodyless_answers_and_marks_its_errors(
     proxy_tc: TestClient,
-    fake_base: str,  # noqa: F811
+    fake_base: str,
 ) -> None:
     r = _typed(proxy_tc, fake_base, "", body="", status="304")
     assert r.status_code == 304
@@ -525,8 +524,8 @@ def test_proxy_passes_bodyless_answers_and_marks_its_errors(
 
 
 def test_proxy_cors_only_for_the_configured_origins(
-    psettings: Settings,  # noqa: F811
-    fake_base: str,  # noqa: F811
+    psettings: Settings,
+    fake_base: str,
 ) -> None:
     origin = "https://map.example.org"
     configured = _proxy_settings(

@@ -20,10 +20,8 @@ from api.app import create_app
 from shared.cache import ENTRY_OVERHEAD, ByteBudget, cached_json
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import served
+from tests.conftest import pg, served
 from tests.providers import fakes
-from tests.providers.conftest import fake_base, psettings  # noqa: F401
-from tests.vector.conftest import pg, vector_tables  # noqa: F401
 
 URL = "/api-user/geojson"
 BIG_ROWS = 40_000  # about 20 MB of GeoJSON: far more than the socket buffers hold
@@ -37,7 +35,7 @@ def cache_keys(rdb: redis.Redis, kind: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def vclient(settings: Settings, vector_tables: str) -> Iterator[TestClient]:  # noqa: F811
+def vclient(settings: Settings, vector_tables: str) -> Iterator[TestClient]:
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 
@@ -74,7 +72,7 @@ def test_junk_parameters_make_no_cache_entries(vclient: TestClient, rdb: redis.R
 
 def test_a_forged_host_reaches_no_link_and_no_cached_answer(
     settings: Settings,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
     rdb: redis.Redis,
 ) -> None:
     evil = {"Host": "evil.example"}
@@ -123,7 +121,7 @@ def test_a_forged_host_reaches_no_link_and_no_cached_answer(
 
 def test_the_vector_cache_keeps_to_its_byte_budget(
     settings: Settings,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
     rdb: redis.Redis,
 ) -> None:
     budget = 150_000
@@ -189,7 +187,7 @@ def test_the_results_cache_keeps_to_its_byte_budget(rdb: redis.Redis) -> None:
 
 
 def test_provider_answers_keep_to_their_byte_budget(
-    psettings: Settings,  # noqa: F811
+    psettings: Settings,
     rdb: redis.Redis,
 ) -> None:
     budget = ByteBudget("provider", 6000)
@@ -212,7 +210,7 @@ def test_provider_answers_keep_to_their_byte_budget(
 
 
 @pytest.fixture(scope="module")
-def slow_server(settings: Settings, vector_tables: str) -> Iterator[str]:  # noqa: F811
+def slow_server(settings: Settings, vector_tables: str) -> Iterator[str]:
     """A live API with one pooled connection, a short GeoJSON cap, and a large layer."""
     with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
         conn.execute(
@@ -280,7 +278,7 @@ def wait_for(check: object, timeout_s: float) -> float:
 
 def test_a_slow_geojson_reader_is_cut_at_the_cap_and_releases_its_connection(
     slow_server: str,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
 ) -> None:
     started = time.monotonic()
     with slow_reader(slow_server) as sock:
@@ -304,7 +302,7 @@ def test_a_slow_geojson_reader_is_cut_at_the_cap_and_releases_its_connection(
 
 def test_an_exhausted_database_pool_is_a_quick_503(
     slow_server: str,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
 ) -> None:
     with slow_reader(slow_server):
         wait_for(lambda: transactions(vector_tables, IDLE) == 1, CAP_S - 1)
@@ -324,7 +322,7 @@ def test_an_exhausted_database_pool_is_a_quick_503(
 def test_a_slow_reader_of_a_page_that_fits_the_read_ahead_holds_no_connection(
     settings: Settings,
     slow_server: str,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
 ) -> None:
     roomy = settings.model_copy(
         update={
@@ -353,7 +351,7 @@ def test_a_slow_reader_of_a_page_that_fits_the_read_ahead_holds_no_connection(
 
 def test_a_database_error_mid_answer_cuts_it_cleanly(
     slow_server: str,
-    vector_tables: str,  # noqa: F811
+    vector_tables: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with slow_reader(slow_server) as sock:

@@ -10,9 +10,8 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import PG_SERVER
+from tests.conftest import PG_SERVER, app_client
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 RESULT_FIELDS = {
     "cadnum",

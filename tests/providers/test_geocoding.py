@@ -8,9 +8,8 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import with_providers
+from tests.conftest import app_client, with_providers
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 HERE_ADDRESS = {
     "label",

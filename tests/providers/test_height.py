@@ -14,9 +14,8 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import SHARED_DATA, with_providers
+from tests.conftest import SHARED_DATA, app_client, with_providers
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 ZIP = SHARED_DATA / "dem" / "N10W110.hgt.zip"
 # SRTM3: 1201 x 1201 cells, pixel centres on whole multiples of 3" from 10°N, 110°W

@@ -15,8 +15,8 @@ from shared.errors import ForbiddenError
 from shared.providers.proxy import GuardedTransport
 from shared.settings import Settings
 from tests.api.test_system import assert_error
+from tests.conftest import app_client
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 ALLOWED = "127.0.0.1,localhost,::1,::ffff:127.0.0.1,0.0.0.0,169.254.169.254,10.0.0.1,*.example.org"
 

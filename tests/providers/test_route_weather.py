@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 from shared.providers.routers.valhalla import decode_polyline6
 from shared.settings import Settings
 from tests.api.test_system import assert_error
+from tests.conftest import app_client
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 POINTS = "30.5,50.4;30.6,50.45;30.7,50.5"
 

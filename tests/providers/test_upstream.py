@@ -17,9 +17,8 @@ from shared.providers.config import Provider
 from shared.providers.upstream import Upstream, make_http_client
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.conftest import free_port, with_providers
+from tests.conftest import app_client, free_port, with_providers
 from tests.providers import fakes
-from tests.providers.conftest import app_client
 
 GEOCODE = ("/api-user/geocode", {"q": "Kyiv"})
 

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.vector.conftest import POINTS, pg
+from tests.conftest import POINTS, pg
 
 URL = "/api-user/geojson"
 

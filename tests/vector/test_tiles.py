@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.settings import Settings
 from tests.api.test_system import assert_error
-from tests.vector.conftest import pg
+from tests.conftest import pg
 
 
 def decode(data: bytes, z: int, x: int, y: int, tmp_path: Path, layer: str) -> list[dict]:
