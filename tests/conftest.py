@@ -21,6 +21,7 @@ import uvicorn
 from pydantic import SecretStr
 from sqlalchemy import create_engine
 from starlette.testclient import TestClient
+from starlette.types import ASGIApp
 
 from api.app import create_app
 from shared.demo import load_countries
@@ -142,10 +143,10 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 
 @contextmanager
-def served(settings: Settings) -> Iterator[str]:
-    """The API with ``settings`` on a real uvicorn server in a thread; yields its base URL."""
+def served_app(app: ASGIApp, ready_path: str) -> Iterator[str]:
+    """``app`` on a real uvicorn server in a thread, once ``ready_path`` answers; its base URL."""
     port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -153,17 +154,24 @@ def served(settings: Settings) -> Iterator[str]:
     deadline = time.monotonic() + 20
     while True:
         try:
-            if httpx.get(f"{base}/api-user/health").status_code == 200:
+            if httpx.get(f"{base}{ready_path}").status_code == 200:
                 break
         except httpx.HTTPError:
             if time.monotonic() > deadline:
                 raise
-        time.sleep(0.1)
+        time.sleep(0.05)
     try:
         yield base
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def served(settings: Settings) -> Iterator[str]:
+    """The API with ``settings`` on a real uvicorn server in a thread; yields its base URL."""
+    with served_app(create_app(settings), "/api-user/health") as base:
+        yield base
 
 
 @pytest.fixture(scope="session")
@@ -239,24 +247,8 @@ def vector_tables(database_url: str) -> str:
 @pytest.fixture(scope="session")
 def fake_base() -> Iterator[str]:
     """The fake provider server (real HTTP on loopback) in a thread."""
-    port = free_port()
-    config = uvicorn.Config(fakes.fake_app(), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(f"{base}/nominatim/search?format=jsonv2&q=x")
-            break
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    yield base
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_app(fakes.fake_app(), "/nominatim/search?format=jsonv2&q=x") as base:
+        yield base
 
 
 @pytest.fixture(scope="session")

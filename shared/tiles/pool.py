@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import UnavailableError
 from shared.tiles.png import Rendered
@@ -175,22 +175,13 @@ class RenderPool:
                 retry_after_s=self.limits.timeout_s,
             ) from None
 
-    async def _run(
-        self,
-        style: str,
-        lang: str,
-        bbox: tuple[float, float, float, float],
-        width: int,
-        height: int,
-        srs: str | None,
-    ) -> Rendered:
+    async def _run(self, *args: Any) -> Rendered:
+        """Render ``args`` (those of :func:`_render`) in a pool process, starting afresh once."""
         loop = asyncio.get_running_loop()
         for _ in range(2):
             pool = self._pool()
             try:
-                return await loop.run_in_executor(
-                    pool, _render, style, lang, bbox, width, height, srs
-                )
+                return await loop.run_in_executor(pool, _render, *args)
             except BrokenProcessPool:
                 self._restart(pool)  # a render process died (Mapnik crashed); start afresh
         raise UnavailableError("the render processes keep dying; see the server log")
