@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Sequence
 
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import error_response
 
 __all__ = ["AllowedHostsMiddleware", "RequestIdMiddleware"]
 
@@ -63,22 +65,14 @@ class AllowedHostsMiddleware:
         if self.allowed(host):
             await self.app(scope, receive, send)
             return
-        body = {
-            "error": {
-                "code": "invalid-host",
-                "message": "the Host header names a host this service does not answer for",
-                "detail": {"host": host[:100]},
-            }
-        }
-        raw = json.dumps(body).encode()
-        request_id = str(scope.get("state", {}).get("request_id", ""))
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(raw)).encode()),
-            (b"x-request-id", request_id.encode()),
-        ]
-        await send({"type": "http.response.start", "status": 400, "headers": headers})
-        await send({"type": "http.response.body", "body": raw})
+        refusal = error_response(
+            Request(scope),
+            400,
+            "invalid-host",
+            "the Host header names a host this service does not answer for",
+            {"host": host[:100]},
+        )
+        await refusal(scope, receive, send)
 
 
 def _host_name(host: str) -> str:

@@ -15,9 +15,9 @@ from pyproj import CRS, Transformer
 from pyproj.exceptions import CRSError
 
 from shared.errors import InvalidInputError
+from shared.settings import LANG_PATTERN
 
 __all__ = [
-    "LANG_PATTERN",
     "SRS_PATTERN",
     "Bbox",
     "crs_valid_area",
@@ -28,8 +28,6 @@ __all__ = [
 
 Bbox = tuple[float, float, float, float]
 
-#: A language tag (``en``, ``pt-BR``); the languages served are a setting.
-LANG_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$"
 #: A CRS by authority code, either case (``EPSG:3857``, ``esri:102100``).
 SRS_PATTERN = r"^([Ee][Pp][Ss][Gg]|[Ee][Ss][Rr][Ii]):([0-9]{1,6})$"
 _SRS = re.compile(SRS_PATTERN)

@@ -11,14 +11,22 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["KEYED_PROVIDERS", "ProviderSettings", "Providers", "Settings", "env_values"]
+__all__ = [
+    "KEYED_PROVIDERS",
+    "LANG_PATTERN",
+    "ProviderSettings",
+    "Providers",
+    "Settings",
+    "env_values",
+]
 
 #: Providers that need a key besides their URL (``MAPSVC_<NAME>_API_KEY``).
 KEYED_PROVIDERS = frozenset({"here", "mapbox", "owm"})
 
 
-#: A language tag (``en``, ``pt-BR``), as ``MAPSVC_LANGUAGES`` lists them.
-_LANG = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+#: A language tag (``en``, ``pt-BR``): ``MAPSVC_LANGUAGES`` lists them, ``lang`` names one.
+LANG_PATTERN = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$"
+_LANG = re.compile(LANG_PATTERN)
 
 #: A comma-separated setting, split into its trimmed, non-empty items when settings load.
 CommaList = Annotated[tuple[str, ...], NoDecode]
@@ -129,7 +137,7 @@ class Settings(BaseSettings):
     )
     default_lang: str = Field(
         default="en",
-        pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$",
+        pattern=LANG_PATTERN,
         description="Label language of tile URLs when a request names none",
     )
     cache_ttl_s: int = Field(

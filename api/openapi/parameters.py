@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from api.openapi.models import Schema
-from shared.params import LANG_PATTERN, SRS_PATTERN
+from shared.params import SRS_PATTERN
 from shared.raster.paths import MAX_ID_CHARS
+from shared.settings import LANG_PATTERN
 from shared.tiles.grid import MAX_ZOOM
 from shared.vector.query import GEOMETRY_TYPES
 

@@ -89,8 +89,7 @@ async def get_layer_pretile(request: Request) -> Response:
     info = svc.tiles.style(style)
     minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
     maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
-    bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
-    plan = plan_pretile(bounds, minzoom, maxzoom, ceiling=settings.pretile_max_tiles)
+    plan = plan_pretile(info.footprint, minzoom, maxzoom, ceiling=settings.pretile_max_tiles)
     if flag(request, "dryrun"):
         return JSONResponse(plan)
     check_ceiling(plan)

@@ -112,12 +112,7 @@ class PretileRunner:
         """
         style = job.style
         try:
-            bounds = read_style(self.renderer.mapnik_dir, style).bounds or [
-                -180.0,
-                -85.0,
-                180.0,
-                85.0,
-            ]
+            bounds = read_style(self.renderer.mapnik_dir, style).footprint
             self.stores.pick(job.s3)  # a store that is not configured fails here, not per chunk
             plan = plan_pretile(bounds, minzoom, maxzoom, ceiling=self.max_tiles)
             # the API checked both first; these stop a job sent around it

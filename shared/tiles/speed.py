@@ -52,7 +52,7 @@ def speed_test(
         ``cold``/``cached`` p50/p95 ms and tiles per second.
     """
     info = read_style(renderer.mapnik_dir, style)
-    bounds = info.bounds or [-180.0, -85.0, 180.0, 85.0]
+    bounds = info.footprint
     top = min(MAX_ZOOM, (info.zoom if info.zoom is not None else 10) + _ZOOMS_ABOVE)
     zooms = range(max(0, top - _ZOOMS_BELOW - _ZOOMS_ABOVE), top + 1)
     report.line(f"Speed test: {style}, zooms {zooms[0]}-{zooms[-1]}, {SAMPLE_PER_ZOOM} tiles each")

@@ -30,6 +30,11 @@ class StyleInfo:
     zoom: int | None
     layer_srs: str | None
 
+    @property
+    def footprint(self) -> list[float]:
+        """Where the style has data (EPSG:4326): its bounds, else the Web Mercator world."""
+        return list(self.bounds) if self.bounds else [-180.0, -85.0, 180.0, 85.0]
+
 
 _cache: dict[str, StyleInfo] = {}
 

@@ -14,8 +14,8 @@ from api.openapi.parameters import (
     tile_path,
     tile_query,
 )
-from shared.params import LANG_PATTERN
 from shared.raster.paths import MAX_ID_CHARS
+from shared.settings import LANG_PATTERN
 from shared.tiles.grid import MAX_ZOOM
 from shared.tiles.pretile import DEFAULT_MAXZOOM, DEFAULT_MINZOOM
 
