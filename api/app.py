@@ -54,9 +54,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         mapnik_dir = settings.mapnik_dir
         render_pool = RenderPool(
             mapnik_dir,
-            settings.render_processes or os.cpu_count() or 1,
+            settings.tiles.render_processes or os.cpu_count() or 1,
             limits=RenderLimits(
-                settings.render_queue_max, settings.render_max_large, settings.render_timeout_s
+                settings.tiles.render_queue_max,
+                settings.tiles.render_max_large,
+                settings.tiles.render_timeout_s,
             ),
         )
         http = make_http_client(settings)
@@ -67,12 +69,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             db=make_engine(settings),
             ready_db=make_engine(settings, connections=1),
             vector=Catalogue(
-                list(settings.vector_schemas),
-                settings.vector_config,
-                settings.vector_catalog_ttl_s,
+                list(settings.vector.vector_schemas),
+                settings.vector.vector_config,
+                settings.vector.vector_catalog_ttl_s,
             ),
             vector_cache=VectorCache(
-                aredis, settings.vtile_cache_ttl_s, settings.vector_cache_max_bytes
+                aredis, settings.vector.vtile_cache_ttl_s, settings.vector.vector_cache_max_bytes
             ),
             celery=celery,
             jobs=JobService(settings, JobStore(sync_redis, settings), aredis, celery),
@@ -87,7 +89,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             proxy_policy=ProxyPolicy.from_settings(settings),
         )
         # in the background: the API answers at once, the first renders find Mapnik loaded
-        warming = asyncio.create_task(render_pool.warm_up()) if settings.render_warm_up else None
+        warming = (
+            asyncio.create_task(render_pool.warm_up()) if settings.tiles.render_warm_up else None
+        )
         app.state.services = built
         try:
             yield

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api.links import job_links
 from api.params import flag
 from shared import events
 from shared.errors import (
@@ -41,7 +42,7 @@ from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
 
-__all__ = ["JobService", "api_prefix", "check_job_id", "make_celery_client"]
+__all__ = ["JobService", "check_job_id", "make_celery_client"]
 
 _JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _CELERY_STATES = {
@@ -64,11 +65,6 @@ def make_celery_client(settings: Settings) -> Celery:
     client = Celery("mapsvc")
     client.config_from_object(celery_config(settings))
     return client
-
-
-def api_prefix(request: Request) -> str:
-    """The prefix the request came in through: ``/api/v1`` or ``/api-user``."""
-    return "/api/v1" if request.url.path.startswith("/api/v1/") else "/api-user"
 
 
 def check_job_id(job_id: str) -> str:
@@ -97,8 +93,8 @@ class JobService:
         #: connections of the waits and event streams, apart from ``aredis``
         self.stream_pool = blocking_pool(
             settings.redis_url,
-            max_connections=settings.stream_redis_max_connections,
-            timeout_s=settings.stream_redis_wait_s,
+            max_connections=settings.jobs.stream_redis_max_connections,
+            timeout_s=settings.jobs.stream_redis_wait_s,
         )
         self.open_streams = 0
 
@@ -114,7 +110,7 @@ class JobService:
             UnavailableError: ``MAPSVC_SSE_MAX_STREAMS`` streams are open in this process, or
                 the stream pool has no free connection (both with ``retry_after_s``).
         """
-        limit = self.settings.sse_max_streams
+        limit = self.settings.jobs.sse_max_streams
         if self.open_streams >= limit:
             raise UnavailableError(
                 f"{limit} event streams are open, the most this process serves; try again later",
@@ -156,15 +152,16 @@ class JobService:
     ) -> str:
         job_id = job_id or str(uuid.uuid4())
         if dedup:
-            running = self.store.claim(kind, params, job_id, self.settings.job_time_limit_s)
+            running = self.store.claim(kind, params, job_id, self.settings.jobs.job_time_limit_s)
             if running is not None:
                 return running
         self.store.create(job_id, kind, params)
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
 
-    async def describe(self, job_id: str, prefix: str = "/api-user") -> dict[str, Any]:
-        """The job descriptor: state, progress, times, result or error, links.
+    async def describe(self, job_id: str, request: Request | None = None) -> dict[str, Any]:
+        """The job descriptor: state, progress, times, result or error, and its links when
+        it answers ``request``.
 
         Raises:
             NotFoundError: no such job (or it expired).
@@ -184,11 +181,7 @@ class JobService:
             "cancel_requested": record.cancel_requested,
             "result": record.result,
             "error": record.error,
-            "links": {
-                "self": f"{prefix}/jobs/{job_id}",
-                "events": f"{prefix}/jobs/{job_id}/events",
-            },
-        }
+        } | ({"links": job_links(request, job_id)} if request is not None else {})
 
     def _settled(self, job_id: str) -> tuple[JobRecord, str]:
         """The job's record and state, first writing the outcome Celery knows and the job could not.
@@ -213,7 +206,7 @@ class JobService:
             record,
             failure=failure,
             revoked=celery_state == "REVOKED",
-            stall_s=self.settings.job_stall_s,
+            stall_s=self.settings.jobs.job_stall_s,
         )
         return record, record.outcome or _CELERY_STATES.get(celery_state, "running")
 
@@ -278,18 +271,17 @@ class JobService:
             UnavailableError: the stream pool has no connection to wait with; nothing was
                 enqueued (503 with ``Retry-After``).
         """
-        prefix = api_prefix(request)
         ended = False
-        if flag(request, "async") or self.settings.job_wait_s <= 0:
+        if flag(request, "async") or self.settings.jobs.job_wait_s <= 0:
             job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
         else:
             # the connection first: when there is none, the job is refused, not left unwatched
             async with held_client(self.stream_pool) as client:
                 job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
-                ended = await self.wait_final(client, job_id, self.settings.job_wait_s)
+                ended = await self.wait_final(client, job_id, self.settings.jobs.job_wait_s)
         headers = {"X-Job-ID": job_id}
         if ended:
-            job = await self.describe(job_id, prefix)
+            job = await self.describe(job_id, request)
             if job["state"] == "succeeded":
                 return JSONResponse(job["result"], headers=headers)
             if job["state"] == "cancelled":
@@ -298,6 +290,6 @@ class JobService:
             raise error_from_code(
                 error["code"], error["message"], {**error.get("detail", {}), "job_id": job_id}
             )
-        job = await self.describe(job_id, prefix)
+        job = await self.describe(job_id, request)
         headers["Location"] = job["links"]["self"]
         return JSONResponse(job, status_code=202, headers=headers)

@@ -13,10 +13,38 @@ from collections.abc import Sequence
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
+from starlette.routing import Mount
 
 from api.services import services
 
-__all__ = ["absolute_url", "link"]
+__all__ = ["absolute_url", "api_prefix", "job_links", "link", "route_path"]
+
+
+def _mount(request: Request) -> Mount:
+    """The mount (``/api-user`` or ``/api/v1``) the request came in through."""
+    mounts = [route for route in request.app.routes if isinstance(route, Mount)]
+    for mount in mounts:
+        if request.url.path.startswith(mount.path + "/"):
+            return mount
+    return mounts[0]  # a request outside every mount links under the first
+
+
+def api_prefix(request: Request) -> str:
+    """The prefix the request came in through: ``/api/v1`` or ``/api-user``."""
+    return _mount(request).path
+
+
+def route_path(request: Request, name: str, **path_params: str) -> str:
+    """The path of route ``name`` (``get_job``) under the mount the request came in through."""
+    return str(request.app.url_path_for(f"{_mount(request).name}:{name}", **path_params))
+
+
+def job_links(request: Request, job_id: str) -> dict[str, str]:
+    """The links of a job descriptor: itself and its event stream."""
+    return {
+        "self": link(request, route_path(request, "get_job", job_id=job_id)),
+        "events": link(request, route_path(request, "get_job_events", job_id=job_id)),
+    }
 
 
 def _path_and_query(path: str, params: Sequence[tuple[str, str]]) -> str:

@@ -111,8 +111,8 @@ async def sse_response(
         UnavailableError: every stream slot or every pooled connection is taken (503 with
             ``Retry-After``).
     """
-    keepalive_s = jobs.settings.sse_keepalive_s
-    max_duration_s = jobs.settings.sse_max_duration_s
+    keepalive_s = jobs.settings.jobs.sse_keepalive_s
+    max_duration_s = jobs.settings.jobs.sse_max_duration_s
     resources = AsyncExitStack()
     client = await resources.enter_async_context(jobs.event_stream())
 

@@ -51,7 +51,7 @@ def _flower_argv(settings: Settings) -> list[str]:
 
 
 def _convert_argv(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "shared.cli", "convert-server", str(settings.convert_port)]
+    return [sys.executable, "-m", "shared.cli", "convert-server", str(settings.convert.port)]
 
 
 def _exec(argv: list[str]) -> int:
@@ -121,14 +121,14 @@ def _wait_ready(url: str, procs: Sequence[subprocess.Popen[bytes]], timeout_s: f
 def _up(settings: Settings) -> int:
     """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
     # the API reaches the Convert server started here unless another address is configured
-    convert_address = settings.convert_server_address or f"127.0.0.1:{settings.convert_port}"
+    convert_address = settings.convert.server_address or f"127.0.0.1:{settings.convert.port}"
     api_env = {**os.environ, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
     procs = [
         subprocess.Popen(_serve_argv(settings), env=api_env),
         *(
             subprocess.Popen(argv)
             for argv in (
-                _worker_argv(settings, _ALL_QUEUES, settings.worker_concurrency),
+                _worker_argv(settings, _ALL_QUEUES, settings.jobs.worker_concurrency),
                 _flower_argv(settings),
                 _convert_argv(settings),
             )
@@ -201,7 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _exec(_serve_argv(settings, args.reload))
     if args.command == "worker":
-        concurrency = settings.worker_concurrency if args.concurrency is None else args.concurrency
+        concurrency = (
+            settings.jobs.worker_concurrency if args.concurrency is None else args.concurrency
+        )
         return _exec(_worker_argv(settings, args.queues, concurrency, not args.no_beat))
     if args.command == "flower":
         return _exec(_flower_argv(settings))

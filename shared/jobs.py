@@ -104,8 +104,8 @@ class JobStore:
 
     def __init__(self, client: redis.Redis, settings: Settings) -> None:
         self.client = client
-        self.ttl_s = settings.events_ttl_s
-        self.maxlen = settings.events_maxlen
+        self.ttl_s = settings.jobs.events_ttl_s
+        self.maxlen = settings.jobs.events_maxlen
         self._update = client.register_script(_UPDATE)
         self._count_attempt = client.register_script(_COUNT_ATTEMPT)
 

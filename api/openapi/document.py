@@ -30,7 +30,7 @@ def openapi_document(routes: Sequence[BaseRoute], settings: Settings, prefix: st
         settings: the settings whose limits the parameters state.
         prefix: the mount, ``/api-user`` or ``/api/v1``: the document's server.
     """
-    table = operations(settings.tile_max_size, settings.geojson_max_features)
+    table = operations(settings.tiles.tile_max_size, settings.vector.geojson_max_features)
     paths: dict[str, Schema] = {}
     for route in routes:
         if not isinstance(route, Route) or route.name not in table:

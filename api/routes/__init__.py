@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from api.jobs import api_prefix
+from api.links import api_prefix
 from api.openapi import openapi_document
 from api.routes import jobs, pdf, providers, raster, system, tiles, vector
 

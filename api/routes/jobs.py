@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import api_prefix, check_job_id
+from api.jobs import check_job_id
 from api.params import int_param
 from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
@@ -19,7 +19,7 @@ __all__ = ["ROUTES"]
 
 async def get_job(request: Request) -> JSONResponse:
     """State, progress, result or error of one job."""
-    job = await services(request).jobs.describe(request.path_params["job_id"], api_prefix(request))
+    job = await services(request).jobs.describe(request.path_params["job_id"], request)
     return JSONResponse(job)
 
 
@@ -28,7 +28,7 @@ async def delete_job(request: Request) -> JSONResponse:
     jobs = services(request).jobs
     job_id = request.path_params["job_id"]
     ended = await jobs.cancel(job_id)
-    return JSONResponse(await jobs.describe(job_id, api_prefix(request)), 200 if ended else 202)
+    return JSONResponse(await jobs.describe(job_id, request), 200 if ended else 202)
 
 
 async def get_job_events(request: Request) -> Response:

@@ -48,10 +48,10 @@ class PdfMergeParams:
             NotFoundError: a path names no file.
         """
         settings = services(request).settings
-        request = _capped(request, settings.upload_max_bytes)
+        request = _capped(request, settings.uploads.max_bytes)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "multipart/form-data":
-            params = await cls._from_form(request, settings.upload_max_file_bytes)
+            params = await cls._from_form(request, settings.uploads.max_file_bytes)
         elif content_type == "application/json":
             params = cls._from_json(await _json_body(request), settings)
         else:
@@ -110,7 +110,7 @@ class PdfMergeParams:
         for path in paths:
             # refuse escapes, large files and non-PDFs here (reading 1 KiB of each); the
             # server checks again before it reads a file
-            work_pdf(settings.work_dir, path, settings.upload_max_file_bytes)
+            work_pdf(settings.work_dir, path, settings.uploads.max_file_bytes)
         output_name = body.get("output_name", "")
         if not isinstance(output_name, str):
             raise InvalidInputError("output_name must be a string", parameter="output_name")

@@ -101,7 +101,7 @@ async def get_geocode(request: Request) -> JSONResponse:
     settings = svc.settings
     body = await geocoding.forward_geocode(
         svc.upstream,
-        provider(settings, settings.geocode_provider),
+        provider(settings, settings.sources.geocode_provider),
         params.q,
         lang=params.lang,
         limit=params.limit,
@@ -131,7 +131,7 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     async def key_a() -> dict[str, Any]:
         return await geocoding.reverse_geocoder_a(
             upstream,
-            provider(settings, settings.reverse_a_provider),
+            provider(settings, settings.sources.reverse_a_provider),
             params.x,
             params.y,
             lang=params.lang,
@@ -141,7 +141,7 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     async def key_b() -> dict[str, Any]:
         return await geocoding.reverse_map(
             upstream,
-            provider(settings, settings.reverse_b_provider),
+            provider(settings, settings.sources.reverse_b_provider),
             params.x,
             params.y,
             lang=params.lang,
@@ -207,7 +207,7 @@ async def get_map_route(request: Request) -> JSONResponse:
     settings = svc.settings
     body = await routing.route(
         svc.upstream,
-        provider(settings, settings.route_provider),
+        provider(settings, settings.sources.route_provider),
         list(params.points),
         profile=params.profile,
         steps=params.steps,
@@ -262,14 +262,14 @@ async def get_height(request: Request) -> JSONResponse:
     svc = services(request)
     params = HeightParams.from_request(request)
     settings = svc.settings
-    source = settings.height_source
+    source = settings.sources.height_source
     body = await elevation.elevations(
         list(params.points),
         source=source,
         catalog=svc.dem,
         upstream=svc.upstream,
         provider=provider(settings, "opentopodata") if source != "dem" else None,
-        dataset=settings.opentopodata_dataset,
+        dataset=settings.sources.opentopodata_dataset,
         refresh=params.refresh,
     )
     return JSONResponse(body)

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import api_prefix
+from api.links import api_prefix
 from api.params import flag
 from api.services import services
 from shared.raster.layer import locate_layer

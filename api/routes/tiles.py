@@ -10,8 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.jobs import api_prefix
-from api.links import link
+from api.links import job_links
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
@@ -48,17 +47,17 @@ async def get_tile(request: Request) -> Response:
     srs = srs_param(request)
     bbox = bbox_param(request, ("BBOX", "bbox"), srs)
     if bbox is not None:
-        width = int_param(request, "width", 256, 1, settings.tile_max_size)
-        height = int_param(request, "height", 256, 1, settings.tile_max_size)
-        if width * height > settings.render_max_pixels:
+        width = int_param(request, "width", 256, 1, settings.tiles.tile_max_size)
+        height = int_param(request, "height", 256, 1, settings.tiles.tile_max_size)
+        if width * height > settings.tiles.render_max_pixels:
             raise InvalidInputError(
-                f"width x height must be at most {settings.render_max_pixels} pixels",
+                f"width x height must be at most {settings.tiles.render_max_pixels} pixels",
                 parameter="width",
                 pixels=width * height,
             )
         service.style(style)  # 404 for an unknown style
         rendered = await service.pool.render(style, lang, bbox, width, height, srs.lower())
-        return _png(request, rendered.png, "MISS", settings.tile_max_age_s)
+        return _png(request, rendered.png, "MISS", settings.tiles.tile_max_age_s)
     if flag(request, "debug"):
         out = f"{style}-{tile.z}-{tile.x}-{tile.y}.png"
         argv = ["mapsvc", "render-tile", style, str(tile.z), str(tile.x), str(tile.y)]
@@ -71,7 +70,7 @@ async def get_tile(request: Request) -> Response:
         svc.tile_stores.pick(flag(request, "isS3")),
         refresh=flag(request, "nocache"),
     )
-    response = _png(request, result.png, result.cache, settings.tile_max_age_s)
+    response = _png(request, result.png, result.cache, settings.tiles.tile_max_age_s)
     if result.empty:
         response.headers["X-Tile-Empty"] = "1"
     return response
@@ -89,7 +88,7 @@ async def get_layer_pretile(request: Request) -> Response:
     info = svc.tiles.style(style)
     minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
     maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
-    plan = plan_pretile(info.footprint, minzoom, maxzoom, ceiling=settings.pretile_max_tiles)
+    plan = plan_pretile(info.footprint, minzoom, maxzoom, ceiling=settings.tiles.pretile_max_tiles)
     if flag(request, "dryrun"):
         return JSONResponse(plan)
     check_ceiling(plan)
@@ -103,14 +102,13 @@ async def get_layer_pretile(request: Request) -> Response:
     }
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
-    lock = PretileLock(jobs.store, style, settings.job_time_limit_s)
+    lock = PretileLock(jobs.store, style, settings.jobs.job_time_limit_s)
     running = await run_in_threadpool(lock.acquire, job_id)
     if running is not None:
-        job = f"{api_prefix(request)}/jobs/{running}"
         raise ConflictError(
             f"layer {style} is being pre-tiled by job {running}: wait for it to end or cancel it",
             job_id=running,
-            links={"self": link(request, job), "events": link(request, f"{job}/events")},
+            links=job_links(request, running),
         )
     try:
         return await jobs.reply(request, "pretile", "tiles.pretile", params, job_id=job_id)

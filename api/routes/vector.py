@@ -15,8 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.jobs import api_prefix
-from api.links import absolute_url, link
+from api.links import absolute_url, api_prefix, link, route_path
 from api.params import bbox_param, flag, int_param
 from api.services import services
 from shared.tiles.grid import parse_tile
@@ -60,7 +59,7 @@ async def get_geojson(request: Request) -> Response:
     svc = services(request)
     settings = svc.settings
     layer = await _layer(request, refresh=flag(request, "reload"))
-    most = settings.geojson_max_features
+    most = settings.vector.geojson_max_features
     params = GeoJsonParams(
         query=_layer_query(request, layer),
         srid=int_param(request, "srid", 4326, 1, 2**31 - 1),
@@ -75,15 +74,15 @@ async def get_geojson(request: Request) -> Response:
         svc.vector_cache,
         layer,
         params,
-        functools.partial(link, request, f"{api_prefix(request)}/geojson/{layer.id}"),
-        timeout_ms=settings.vector_statement_timeout_ms,
-        buffer_bytes=settings.geojson_buffer_bytes,
+        functools.partial(link, request, route_path(request, "get_geojson", layer=layer.id)),
+        timeout_ms=settings.vector.vector_statement_timeout_ms,
+        buffer_bytes=settings.vector.geojson_buffer_bytes,
     )
     if isinstance(answer, bytes):
         return Response(answer, media_type="application/geo+json", headers={"X-Cache": "HIT"})
     return _CappedStream(
         answer.body,
-        max_s=settings.geojson_max_s,
+        max_s=settings.vector.geojson_max_s,
         on_close=answer.close,
         media_type="application/geo+json",
         headers={"X-Cache": "MISS"},
@@ -160,14 +159,14 @@ async def get_vtile(request: Request) -> Response:
             layer,
             query,
             tile,
-            max_features=settings.vtile_max_features,
-            timeout_ms=settings.vector_statement_timeout_ms,
+            max_features=settings.vector.vtile_max_features,
+            timeout_ms=settings.vector.vector_statement_timeout_ms,
         )
         if use_cache:
             await cache.put(key, data)
     headers = {
         "X-Cache": status,
-        "Cache-Control": f"public, max-age={settings.vtile_cache_ttl_s}",
+        "Cache-Control": f"public, max-age={settings.vector.vtile_cache_ttl_s}",
         "Vary": "Accept-Encoding",
     }
     if not data:

@@ -232,13 +232,13 @@ def convert_client(settings: Settings) -> ConvertClient | None:
 
     Call it where an event loop runs (the channel belongs to it), e.g. in the API's lifespan.
     """
-    address = settings.convert_server_address
+    address = settings.convert.server_address
     if address is None:
         return None
-    token = settings.convert_token
+    token = settings.convert.token
     return ConvertClient(
         address,
         token=token.get_secret_value() if token is not None else None,
-        max_message_bytes=settings.convert_max_message_bytes,
-        timeout_s=settings.convert_timeout_s,
+        max_message_bytes=settings.convert.max_message_bytes,
+        timeout_s=settings.convert.timeout_s,
     )

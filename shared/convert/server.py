@@ -89,11 +89,11 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
                 worker thread (a hook for observing or slowing calls down).
         """
         self._work_dir = settings.work_dir
-        token = settings.convert_token
+        token = settings.convert.token
         self._auth = bearer(token.get_secret_value()) if token is not None else None
-        self._max_bytes = settings.convert_max_message_bytes
-        self._max_file_bytes = settings.upload_max_file_bytes
-        self._max_total_bytes = settings.upload_max_bytes
+        self._max_bytes = settings.convert.max_message_bytes
+        self._max_file_bytes = settings.uploads.max_file_bytes
+        self._max_total_bytes = settings.uploads.max_bytes
         self._on_file = on_file
         self.stats = CallStats()
 
@@ -197,7 +197,7 @@ def build_server(
     Args:
         settings: the settings of the servicer, the message limit and the queue length.
         port: the port to listen on (0 picks a free one).
-        host: the address to bind (``settings.convert_bind`` when None: loopback by default).
+        host: the address to bind (``settings.convert.bind`` when None: loopback by default).
         servicer: the servicer to use (made from the settings when None).
 
     Returns:
@@ -205,11 +205,11 @@ def build_server(
     """
     server = grpc.server(
         ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="convert"),
-        options=message_options(settings.convert_max_message_bytes),
-        maximum_concurrent_rpcs=MAX_WORKERS + settings.convert_max_pending,
+        options=message_options(settings.convert.max_message_bytes),
+        maximum_concurrent_rpcs=MAX_WORKERS + settings.convert.max_pending,
     )
     convert_pb2_grpc.add_ConvertServicer_to_server(servicer or ConvertServicer(settings), server)
-    bound = server.add_insecure_port(f"{_bind_host(host or settings.convert_bind)}:{port}")
+    bound = server.add_insecure_port(f"{_bind_host(host or settings.convert.bind)}:{port}")
     return server, bound
 
 
@@ -223,21 +223,21 @@ def serve(settings: Settings, port: int | None = None) -> int:
 
     Args:
         settings: the settings to serve with.
-        port: the port (``settings.convert_port`` when None).
+        port: the port (``settings.convert.port`` when None).
 
     Returns:
         The process exit code.
     """
-    server, bound = build_server(settings, settings.convert_port if port is None else port)
+    server, bound = build_server(settings, settings.convert.port if port is None else port)
     server.start()
     log.info(
         "convert server listening on %s:%d (plaintext, %d workers, %d waiting at most,"
         " messages up to %d bytes)",
-        _bind_host(settings.convert_bind),
+        _bind_host(settings.convert.bind),
         bound,
         MAX_WORKERS,
-        settings.convert_max_pending,
-        settings.convert_max_message_bytes,
+        settings.convert.max_pending,
+        settings.convert.max_message_bytes,
     )
 
     def _stop(signum: int, frame: FrameType | None) -> None:

@@ -136,10 +136,10 @@ async def find_parcel(
         NotFoundError: no source has such a parcel.
         ProviderNotConfiguredError: the table or the provider it needed is not configured.
     """
-    source = settings.dzk_source
+    source = settings.sources.dzk_source
     found = None
     if source != "kadastr":
-        table = settings.parcels_table
+        table = settings.sources.parcels_table
         if cadnum is not None:
             found = await parcel_by_cadnum(engine, table, cadnum)
         elif point is not None:

@@ -96,7 +96,7 @@ class ProxyPolicy:
     def from_settings(cls, settings: Settings) -> ProxyPolicy:
         """The policy of ``MAPSVC_PROXY_*``."""
         trusted = set()
-        for entry in settings.proxy_trusted_addresses:
+        for entry in settings.proxy.trusted_addresses:
             host, _, port = entry.rpartition(":")
             host = host.strip("[]")
             try:
@@ -107,13 +107,13 @@ class ProxyPolicy:
                     f"MAPSVC_PROXY_TRUSTED_ADDRESSES: {entry!r} is not <ip>:<port>"
                 ) from None
         return cls(
-            allow_hosts=frozenset(h.lower().rstrip(".") for h in settings.proxy_allow_hosts),
+            allow_hosts=frozenset(h.lower().rstrip(".") for h in settings.proxy.allow_hosts),
             trusted=frozenset(trusted),
-            max_bytes=settings.proxy_max_bytes,
-            timeout_s=settings.proxy_timeout_s,
-            max_redirects=settings.proxy_max_redirects,
-            content_types=frozenset(t.lower() for t in settings.proxy_content_types),
-            cors_origins=frozenset(o.rstrip("/") for o in settings.proxy_cors_origins),
+            max_bytes=settings.proxy.max_bytes,
+            timeout_s=settings.proxy.timeout_s,
+            max_redirects=settings.proxy.max_redirects,
+            content_types=frozenset(t.lower() for t in settings.proxy.content_types),
+            cors_origins=frozenset(o.rstrip("/") for o in settings.proxy.cors_origins),
         )
 
     def host_allowed(self, host: str) -> bool:
@@ -247,15 +247,15 @@ def make_proxy_client(settings: Settings) -> httpx.AsyncClient:
     """
     policy = ProxyPolicy.from_settings(settings)
     limits = httpx.Limits(
-        max_connections=settings.provider_max_connections,
-        max_keepalive_connections=min(20, settings.provider_max_connections),
+        max_connections=settings.providers.max_connections,
+        max_keepalive_connections=min(20, settings.providers.max_connections),
     )
     return httpx.AsyncClient(
         transport=GuardedTransport(
             lambda: httpx.AsyncHTTPTransport(retries=0, limits=limits), policy.trusted
         ),
         timeout=httpx.Timeout(
-            settings.proxy_timeout_s, connect=settings.provider_connect_timeout_s
+            settings.proxy.timeout_s, connect=settings.providers.connect_timeout_s
         ),
         follow_redirects=False,
         trust_env=False,

@@ -25,7 +25,7 @@ from shared.errors import (
 )
 from shared.providers.config import Provider
 from shared.providers.ratelimit import acquire_slot
-from shared.settings import Settings
+from shared.settings import Providers, Settings
 from shared.singleflight import SingleFlight
 
 __all__ = ["USER_AGENT", "Upstream", "make_http_client", "round_coord", "upstream_error"]
@@ -53,11 +53,11 @@ def make_http_client(settings: Settings) -> httpx.AsyncClient:
     """
     return httpx.AsyncClient(
         timeout=httpx.Timeout(
-            settings.provider_timeout_s, connect=settings.provider_connect_timeout_s
+            settings.providers.timeout_s, connect=settings.providers.connect_timeout_s
         ),
         limits=httpx.Limits(
-            max_connections=settings.provider_max_connections,
-            max_keepalive_connections=min(20, settings.provider_max_connections),
+            max_connections=settings.providers.max_connections,
+            max_keepalive_connections=min(20, settings.providers.max_connections),
         ),
         headers={"User-Agent": USER_AGENT},
         follow_redirects=False,
@@ -89,7 +89,7 @@ class Upstream:
     rate_wait_s: float = 10.0
     #: the answers cache's byte budget (``MAPSVC_PROVIDER_CACHE_MAX_BYTES``)
     cache: ByteBudget = ByteBudget(
-        "provider", Settings.model_fields["provider_cache_max_bytes"].default
+        "provider", Providers.model_fields["cache_max_bytes"].default
     )
     # calls in flight in this process, by cache key: the same question asked twice at once
     # (both keys of reverse-geocode from one provider, say) makes one call
@@ -103,10 +103,10 @@ class Upstream:
         return cls(
             http,
             redis,
-            retries=settings.provider_retries,
-            backoff_s=settings.provider_backoff_s,
-            rate_wait_s=settings.provider_rate_wait_s,
-            cache=ByteBudget("provider", settings.provider_cache_max_bytes),
+            retries=settings.providers.retries,
+            backoff_s=settings.providers.backoff_s,
+            rate_wait_s=settings.providers.rate_wait_s,
+            cache=ByteBudget("provider", settings.providers.cache_max_bytes),
         )
 
     async def get_json(

@@ -62,17 +62,17 @@ def s3_store(settings: Settings) -> S3TileStore:
     Raises:
         UnavailableError: object storage is not configured.
     """
-    if settings.s3_endpoint_url is None:
+    if settings.s3.endpoint_url is None:
         raise UnavailableError(_NOT_CONFIGURED)
-    key_id, secret = settings.s3_access_key_id, settings.s3_secret_access_key
+    key_id, secret = settings.s3.access_key_id, settings.s3.secret_access_key
     return S3TileStore(
-        endpoint_url=settings.s3_endpoint_url,
-        bucket=settings.s3_bucket,
-        prefix=settings.s3_prefix,
-        region=settings.s3_region,
+        endpoint_url=settings.s3.endpoint_url,
+        bucket=settings.s3.bucket,
+        prefix=settings.s3.prefix,
+        region=settings.s3.region,
         access_key_id=key_id.get_secret_value() if key_id is not None else None,
         secret_access_key=secret.get_secret_value() if secret is not None else None,
-        addressing_style=settings.s3_addressing_style,
+        addressing_style=settings.s3.addressing_style,
     )
 
 
@@ -86,5 +86,5 @@ def tile_stores(settings: Settings) -> TileStores:
     Returns:
         The stores; close them (or use them as a context manager) when done.
     """
-    s3 = s3_store(settings) if settings.s3_endpoint_url is not None else None
+    s3 = s3_store(settings) if settings.s3.endpoint_url is not None else None
     return TileStores(file=FileTileStore(settings.rtile_dir), s3=s3)

@@ -24,7 +24,7 @@ def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncE
             its own, so that a pool busy with answers does not make the service look down);
             default: ``MAPSVC_DB_POOL_SIZE`` plus ``MAPSVC_DB_MAX_OVERFLOW`` under load.
     """
-    idle_ms = max(1, int(settings.geojson_max_s * 1000))
+    idle_ms = max(1, int(settings.vector.geojson_max_s * 1000))
     return create_async_engine(
         settings.database_url,
         pool_pre_ping=True,
@@ -36,7 +36,7 @@ def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncE
             # prepared on first use, so that the plan of a tile query is made once per
             # connection (see shared.vector.tiles)
             "prepare_threshold": 0,
-            "options": f"-c statement_timeout={settings.vector_statement_timeout_ms}"
+            "options": f"-c statement_timeout={settings.vector.vector_statement_timeout_ms}"
             f" -c idle_in_transaction_session_timeout={idle_ms}",
         },
     )

@@ -32,8 +32,8 @@ def _runner() -> PretileRunner:
         job_store(),
         _renderer(),
         _stores(),
-        max_tiles=settings.pretile_max_tiles,
-        lock_ttl_s=settings.job_time_limit_s,
+        max_tiles=settings.tiles.pretile_max_tiles,
+        lock_ttl_s=settings.jobs.job_time_limit_s,
     )
 
 
