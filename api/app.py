@@ -15,6 +15,7 @@ from starlette.routing import Mount
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
+from api.mounts import USER_PREFIX, V1_PREFIX
 from api.routes import ROUTES
 from api.services import Services
 from shared.convert.client import convert_client
@@ -114,8 +115,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     app = Starlette(
         routes=[
-            Mount("/api-user", routes=ROUTES, name="api-user"),
-            Mount("/api/v1", routes=ROUTES, name="api-v1"),
+            Mount(USER_PREFIX, routes=ROUTES, name="api-user"),
+            Mount(V1_PREFIX, routes=ROUTES, name="api-v1"),
         ],
         middleware=[
             Middleware(RequestIdMiddleware),

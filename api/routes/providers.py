@@ -26,6 +26,9 @@ from shared import parcels
 from shared.errors import InvalidInputError, MapsvcError
 from shared.providers import cadastre, elevation, geocoding, proxy, routing, weather
 from shared.providers.config import provider
+from shared.providers.geocoders import GeocodeQuery
+from shared.providers.geocoding import ReverseGeocode
+from shared.providers.routing import RouteQuery
 
 __all__ = ["ROUTES"]
 
@@ -67,47 +70,23 @@ class PointParams:
         )
 
 
-@dataclass(frozen=True)
-class GeocodeParams:
-    """Forward geocoding: the text, language, most results, an optional box."""
-
-    q: str
-    lang: str
-    limit: int
-    bbox: tuple[float, float, float, float] | None
-    refresh: bool
-
-    @classmethod
-    def from_request(cls, request: Request) -> GeocodeParams:
-        """Read ``q``, ``lang``, ``limit`` (1..50, default 10), ``bbox`` and ``nocache``."""
-        q = (request.query_params.get("q") or "").strip()
-        if not q:
-            raise InvalidInputError("q must not be empty", parameter="q")
-        if len(q) > 500:
-            raise InvalidInputError("q is longer than 500 characters", parameter="q")
-        return cls(
-            q=q,
-            lang=lang_param(request),
-            limit=int_param(request, "limit", 10, 1, 50),
-            bbox=bbox_param(request, ("bbox",)),
-            refresh=flag(request, "nocache"),
-        )
+def _geocode_query(request: Request) -> GeocodeQuery:
+    """``q``, ``lang``, ``limit`` (1..50, default 10), ``bbox`` and ``nocache``."""
+    q = (request.query_params.get("q") or "").strip()
+    if not q:
+        raise InvalidInputError("q must not be empty", parameter="q")
+    if len(q) > 500:
+        raise InvalidInputError("q is longer than 500 characters", parameter="q")
+    limit = int_param(request, "limit", 10, 1, 50)
+    bbox = bbox_param(request, ("bbox",))
+    return GeocodeQuery(q, lang_param(request), limit, bbox, flag(request, "nocache"))
 
 
 async def get_geocode(request: Request) -> JSONResponse:
     """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, README "geocode")."""
-    svc = services(request)
-    params = GeocodeParams.from_request(request)
-    settings = svc.settings
-    body = await geocoding.forward_geocode(
-        svc.upstream,
-        provider(settings, settings.sources.geocode_provider),
-        params.q,
-        lang=params.lang,
-        limit=params.limit,
-        bbox=params.bbox,
-        refresh=params.refresh,
-    )
+    query, svc = _geocode_query(request), services(request)
+    chosen = provider(svc.settings, svc.settings.sources.geocode_provider)
+    body = await geocoding.forward_geocode(svc.upstream, chosen, query)
     return JSONResponse(body)
 
 
@@ -128,27 +107,16 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     svc = services(request)
     settings, upstream = svc.settings, svc.upstream
 
-    async def key_a() -> dict[str, Any]:
-        return await geocoding.reverse_geocoder_a(
-            upstream,
-            provider(settings, settings.sources.reverse_a_provider),
-            params.x,
-            params.y,
-            lang=params.lang,
-            refresh=params.refresh,
+    async def ask(reverse: ReverseGeocode, choice: str) -> dict[str, Any]:
+        chosen = provider(settings, choice)
+        return await reverse(
+            upstream, chosen, params.x, params.y, lang=params.lang, refresh=params.refresh
         )
 
-    async def key_b() -> dict[str, Any]:
-        return await geocoding.reverse_map(
-            upstream,
-            provider(settings, settings.sources.reverse_b_provider),
-            params.x,
-            params.y,
-            lang=params.lang,
-            refresh=params.refresh,
-        )
-
-    answers = await asyncio.gather(key_a(), key_b(), return_exceptions=True)
+    a, b = settings.sources.reverse_a_provider, settings.sources.reverse_b_provider
+    answers = await asyncio.gather(
+        ask(geocoding.reverse_geocoder_a, a), ask(geocoding.reverse_map, b), return_exceptions=True
+    )
     errors = [a for a in answers if isinstance(a, BaseException)]
     for error in errors:
         if not isinstance(error, MapsvcError):
@@ -162,59 +130,33 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     return JSONResponse(body)
 
 
-@dataclass(frozen=True)
-class RouteParams:
-    """A route: its points (lon, lat), the profile, whether to add steps and alternatives."""
-
-    points: tuple[tuple[float, float], ...]
-    profile: str
-    steps: bool
-    alternatives: bool
-    refresh: bool
-
-    @classmethod
-    def from_request(cls, request: Request) -> RouteParams:
-        """Read ``points=lon,lat;lon,lat[;…]``, ``profile``, ``steps``, ``alternatives``."""
-        raw = (request.query_params.get("points") or "").strip()
-        pairs = [p for p in raw.split(";") if p.strip()]
-        if len(pairs) < 2:
-            raise InvalidInputError(
-                "points needs at least two lon,lat pairs separated by ';'", parameter="points"
-            )
-        if len(pairs) > routing.MAX_ROUTE_POINTS:
-            raise InvalidInputError(
-                f"points has more than {routing.MAX_ROUTE_POINTS} pairs", parameter="points"
-            )
-        points = [_lon_lat(pair, "points", lat_first=False) for pair in pairs]
-        profile = request.query_params.get("profile") or "car"
-        if profile not in routing.PROFILES:
-            raise InvalidInputError(
-                f"profile must be one of {', '.join(routing.PROFILES)}", parameter="profile"
-            )
-        return cls(
-            points=tuple(points),
-            profile=profile,
-            steps=flag(request, "steps"),
-            alternatives=flag(request, "alternatives"),
-            refresh=flag(request, "nocache"),
+def _route_query(request: Request) -> RouteQuery:
+    """``points=lon,lat;lon,lat[;…]``, ``profile``, ``steps``, ``alternatives``, ``nocache``."""
+    raw = (request.query_params.get("points") or "").strip()
+    pairs = [p for p in raw.split(";") if p.strip()]
+    if len(pairs) < 2:
+        raise InvalidInputError(
+            "points needs at least two lon,lat pairs separated by ';'", parameter="points"
         )
+    if len(pairs) > routing.MAX_ROUTE_POINTS:
+        raise InvalidInputError(
+            f"points has more than {routing.MAX_ROUTE_POINTS} pairs", parameter="points"
+        )
+    points = [_lon_lat(pair, "points", lat_first=False) for pair in pairs]
+    profile = request.query_params.get("profile") or "car"
+    if profile not in routing.PROFILES:
+        raise InvalidInputError(
+            f"profile must be one of {', '.join(routing.PROFILES)}", parameter="profile"
+        )
+    steps, alternatives = flag(request, "steps"), flag(request, "alternatives")
+    return RouteQuery(tuple(points), profile, steps, alternatives, flag(request, "nocache"))
 
 
 async def get_map_route(request: Request) -> JSONResponse:
     """A route through the points: a GeoJSON Feature (spec 4.12, README "map-route")."""
-    svc = services(request)
-    params = RouteParams.from_request(request)
-    settings = svc.settings
-    body = await routing.route(
-        svc.upstream,
-        provider(settings, settings.sources.route_provider),
-        list(params.points),
-        profile=params.profile,
-        steps=params.steps,
-        alternatives=params.alternatives,
-        refresh=params.refresh,
-    )
-    return JSONResponse(body)
+    query, svc = _route_query(request), services(request)
+    chosen = provider(svc.settings, svc.settings.sources.route_provider)
+    return JSONResponse(await routing.route(svc.upstream, chosen, query))
 
 
 async def get_weather(request: Request) -> JSONResponse:

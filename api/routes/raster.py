@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -14,32 +12,23 @@ from api.params import flag
 from api.services import services
 from shared.raster.layer import locate_layer
 from shared.raster.paths import decode_id
-from shared.raster.queries import raster_info_of, raster_listing, raster_stat_of
+from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
 
 __all__ = ["ROUTES"]
 
 
-def _cache_args(request: Request) -> dict[str, Any]:
-    settings = services(request).settings
-    return {
-        "ttl_s": settings.cache_ttl_s,
-        "max_bytes": settings.result_cache_max_bytes,
-        "refresh": flag(request, "nocache"),
-    }
+def _cache(request: Request) -> ResultCache:
+    svc = services(request)
+    settings = svc.settings
+    refresh = flag(request, "nocache")
+    return ResultCache(svc.redis, settings.cache_ttl_s, settings.result_cache_max_bytes, refresh)
 
 
 async def get_raster_list(request: Request) -> JSONResponse:
     """The rasters of ``folder`` (spec 2.1)."""
     folder = request.query_params.get("folder", "")
-    svc = services(request)
-    listing = await run_in_threadpool(
-        raster_listing,
-        svc.redis,
-        svc.settings.work_dir,
-        folder,
-        **_cache_args(request),
-    )
-    return JSONResponse(listing)
+    work_dir = services(request).settings.work_dir
+    return JSONResponse(await run_in_threadpool(raster_listing, _cache(request), work_dir, folder))
 
 
 async def get_raster_config(request: Request) -> Response:
@@ -59,28 +48,16 @@ async def get_raster_config(request: Request) -> Response:
 
 async def get_raster_stat(request: Request) -> JSONResponse:
     """Statistics of a raster file or folder (spec 2.3)."""
-    svc = services(request)
-    stat = await run_in_threadpool(
-        raster_stat_of,
-        svc.redis,
-        svc.settings.work_dir,
-        request.path_params["id"],
-        **_cache_args(request),
-    )
+    work_dir, raster_id = services(request).settings.work_dir, request.path_params["id"]
+    stat = await run_in_threadpool(raster_stat_of, _cache(request), work_dir, raster_id)
     return JSONResponse(stat)
 
 
 async def get_raster_info(request: Request) -> JSONResponse:
     """Metadata of a layer's raster as ``gdalinfo -json`` prints it (spec 2.4)."""
-    svc = services(request)
-    info = await run_in_threadpool(
-        raster_info_of,
-        svc.redis,
-        svc.settings.work_dir,
-        request.path_params["id"],
-        request.query_params.get("file") or None,
-        **_cache_args(request),
-    )
+    work_dir, raster_id = services(request).settings.work_dir, request.path_params["id"]
+    file = request.query_params.get("file") or None
+    info = await run_in_threadpool(raster_info_of, _cache(request), work_dir, raster_id, file)
     return JSONResponse(info)
 
 

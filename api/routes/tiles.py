@@ -14,7 +14,7 @@ from api.links import job_links
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
-from shared.tiles.grid import MAX_ZOOM, parse_tile
+from shared.tiles.grid import MAX_ZOOM, RenderArea, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
     DEFAULT_MINZOOM,
@@ -56,7 +56,8 @@ async def get_tile(request: Request) -> Response:
                 pixels=width * height,
             )
         service.style(style)  # 404 for an unknown style
-        rendered = await service.pool.render(style, lang, bbox, width, height, srs.lower())
+        area = RenderArea(bbox, width, height, srs.lower())
+        rendered = await service.pool.render(style, lang, area)
         return _png(request, rendered.png, "MISS", settings.tiles.tile_max_age_s)
     if flag(request, "debug"):
         out = f"{style}-{tile.z}-{tile.x}-{tile.y}.png"

@@ -7,46 +7,45 @@ and put its answer into the envelope the API gives: the ``geocode`` FeatureColle
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 from shared.providers.config import Provider
 from shared.providers.geocoders import GeocodeQuery, PointQuery, geocoder
 from shared.providers.geocoders.place import geocode_feature
 from shared.providers.upstream import Upstream, round_coord
 
-__all__ = ["forward_geocode", "reverse_geocoder_a", "reverse_map"]
+__all__ = ["ReverseGeocode", "forward_geocode", "reverse_geocoder_a", "reverse_map"]
+
+
+class ReverseGeocode(Protocol):
+    """Either key of a spec 2.7 answer (`reverse_geocoder_a`, `reverse_map`) for a point."""
+
+    def __call__(
+        self,
+        upstream: Upstream,
+        provider: Provider,
+        x: float,
+        y: float,
+        *,
+        lang: str,
+        refresh: bool = False,
+    ) -> Awaitable[dict[str, Any]]:
+        """The answer for the point ``x, y`` (degrees) from ``provider``."""
 
 
 async def forward_geocode(
-    upstream: Upstream,
-    provider: Provider,
-    q: str,
-    *,
-    lang: str,
-    limit: int,
-    bbox: tuple[float, float, float, float] | None,
-    refresh: bool = False,
+    upstream: Upstream, provider: Provider, query: GeocodeQuery
 ) -> dict[str, Any]:
-    """Places named ``q``, as a GeoJSON FeatureCollection (README "geocode").
-
-    Args:
-        upstream: the provider client.
-        provider: a provider of places (Nominatim or Photon).
-        q: the text to look for.
-        lang: preferred language of names.
-        limit: most places answered.
-        bbox: only places inside ``west, south, east, north``.
-        refresh: bypass the cache.
-
-    Returns:
-        The FeatureCollection.
-    """
+    """Places named ``query.q`` from ``provider`` (Nominatim or Photon), as a GeoJSON
+    FeatureCollection (README "geocode")."""
     source = geocoder(upstream, provider)
-    places = await source.geocode(GeocodeQuery(q, lang, limit, bbox, refresh))
+    places = await source.geocode(query)
+    q, bbox = query, query.bbox
     return {
         "type": "FeatureCollection",
-        "query": {"q": q, "lang": lang, "limit": limit, "bbox": list(bbox) if bbox else None},
-        "features": [geocode_feature(p, provider.name) for p in places[:limit]],
+        "query": {"q": q.q, "lang": q.lang, "limit": q.limit, "bbox": list(bbox) if bbox else None},
+        "features": [geocode_feature(p, provider.name) for p in places[: q.limit]],
         "attribution": source.attribution,
     }
 
@@ -54,19 +53,8 @@ async def forward_geocode(
 async def reverse_geocoder_a(
     upstream: Upstream, provider: Provider, x: float, y: float, *, lang: str, refresh: bool = False
 ) -> dict[str, Any]:
-    """Spec 2.7 ``geocoder_a``: ``{"items": [...]}`` in the HERE revgeocode v7 shape.
-
-    Args:
-        upstream: the provider client.
-        provider: HERE (native), Nominatim or Photon (mapped).
-        x: longitude.
-        y: latitude.
-        lang: preferred language.
-        refresh: bypass the cache.
-
-    Returns:
-        The ``geocoder_a`` object.
-    """
+    """Spec 2.7 ``geocoder_a`` of the point ``x, y`` (degrees): ``{"items": [...]}``, HERE
+    revgeocode v7 items from HERE (native), Nominatim or Photon (mapped)."""
     point = PointQuery(round_coord(x), round_coord(y), lang, refresh)
     return {"items": await geocoder(upstream, provider).here_items(point)}
 
@@ -74,19 +62,8 @@ async def reverse_geocoder_a(
 async def reverse_map(
     upstream: Upstream, provider: Provider, x: float, y: float, *, lang: str, refresh: bool = False
 ) -> dict[str, Any]:
-    """Spec 2.7 ``map``: a FeatureCollection in the Mapbox geocoding v5 shape.
-
-    Args:
-        upstream: the provider client.
-        provider: Mapbox (native), Nominatim or Photon (mapped).
-        x: longitude.
-        y: latitude.
-        lang: preferred language.
-        refresh: bypass the cache.
-
-    Returns:
-        The ``map`` object.
-    """
+    """Spec 2.7 ``map`` of the point ``x, y`` (degrees): a FeatureCollection in the Mapbox
+    geocoding v5 shape, from Mapbox (native), Nominatim or Photon (mapped)."""
     point = PointQuery(round_coord(x), round_coord(y), lang, refresh)
     features, attribution = await geocoder(upstream, provider).mapbox_features(point)
     return {

@@ -88,9 +88,7 @@ class Upstream:
     backoff_s: float = 0.2
     rate_wait_s: float = 10.0
     #: the answers cache's byte budget (``MAPSVC_PROVIDER_CACHE_MAX_BYTES``)
-    cache: ByteBudget = ByteBudget(
-        "provider", Providers.model_fields["cache_max_bytes"].default
-    )
+    cache: ByteBudget = ByteBudget("provider", Providers.model_fields["cache_max_bytes"].default)
     # calls in flight in this process, by cache key: the same question asked twice at once
     # (both keys of reverse-geocode from one provider, say) makes one call
     _inflight: SingleFlight[Any] = field(default_factory=SingleFlight, repr=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,78 +23,68 @@ from shared.raster.layer import locate_layer, mosaic_source
 from shared.raster.paths import decode_id, is_raster_file, raster_root, resolve
 from shared.raster.stat import raster_stat
 
-__all__ = ["raster_info_of", "raster_listing", "raster_stat_of"]
+__all__ = ["ResultCache", "raster_info_of", "raster_listing", "raster_stat_of"]
+
+
+@dataclass(frozen=True)
+class ResultCache:
+    """Where answers are cached (Redis), for how long, in what budget; ``refresh`` recomputes."""
+
+    client: redis.Redis
+    ttl_s: int
+    max_bytes: int
+    refresh: bool = False
+
+    def get(
+        self, kind: str, depends_on: Any, compute: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The answer of kind ``kind`` for ``depends_on``: cached, or computed and cached."""
+        return dict(
+            cached_json(
+                self.client,
+                kind,
+                depends_on,
+                compute,
+                ttl_s=self.ttl_s,
+                max_bytes=self.max_bytes,
+                refresh=self.refresh,
+            )
+        )
 
 
 def _ms(t0: float) -> int:
     return int((time.monotonic() - t0) * 1000)
 
 
-def raster_listing(
-    client: redis.Redis, work_dir: Path, folder: str, *, ttl_s: int, max_bytes: int, refresh: bool
-) -> dict[str, Any]:
+def raster_listing(cache: ResultCache, work_dir: Path, folder: str) -> dict[str, Any]:
     """The raster listing object (spec 2.1) of ``folder``."""
     t0 = time.monotonic()
     root, mapnik_dir = raster_root(work_dir), work_dir / "map" / "mapnik"
     depends_on = listing_signature(root, mapnik_dir, folder)
-    listing = cached_json(
-        client,
-        "raster-list",
-        depends_on,
-        lambda: list_folder(root, mapnik_dir, folder),
-        ttl_s=ttl_s,
-        max_bytes=max_bytes,
-        refresh=refresh,
-    )
+    listing = cache.get("raster-list", depends_on, lambda: list_folder(root, mapnik_dir, folder))
     return {"time": _ms(t0), **listing}
 
 
-def raster_stat_of(
-    client: redis.Redis,
-    work_dir: Path,
-    raster_id: str,
-    *,
-    ttl_s: int,
-    max_bytes: int,
-    refresh: bool,
-) -> dict[str, Any]:
+def raster_stat_of(cache: ResultCache, work_dir: Path, raster_id: str) -> dict[str, Any]:
     """Raster statistics (spec 2.3) of the raster with id ``raster_id``."""
     t0 = time.monotonic()
     root, rel = raster_root(work_dir), decode_id(raster_id)
     files = layer_files(root, rel)
     depends_on = [rel, file_signature([resolve(root, rel), *files])]
-    stat = cached_json(
-        client,
-        "raster-stat",
-        depends_on,
-        lambda: raster_stat(root, rel),
-        ttl_s=ttl_s,
-        max_bytes=max_bytes,
-        refresh=refresh,
-    )
+    stat = cache.get("raster-stat", depends_on, lambda: raster_stat(root, rel))
     return {"time": _ms(t0), **stat}
 
 
 def raster_info_of(
-    client: redis.Redis,
-    work_dir: Path,
-    raster_id: str,
-    file: str | None,
-    *,
-    ttl_s: int,
-    max_bytes: int,
-    refresh: bool,
+    cache: ResultCache, work_dir: Path, raster_id: str, file: str | None
 ) -> dict[str, Any]:
     """Raster metadata (spec 2.4) of a layer's raster: ``file``, the layer's file, or its VRT.
 
     Args:
-        client: Redis, for the cache.
+        cache: the results cache.
         work_dir: the service's work dir.
         raster_id: the layer id.
         file: a raster file relative to the raster root (``file=``), or None.
-        ttl_s: cache lifetime.
-        max_bytes: byte budget of the results cache.
-        refresh: bypass the cache.
 
     Raises:
         InvalidInputError: bad id, or ``file`` outside the raster root or not a raster.
@@ -118,18 +110,7 @@ def raster_info_of(
             exc.detail = {"path": os.path.relpath(source, root.resolve())}
             raise
 
-    depends_on = [where.rel_path, file, file_signature(files)]
-    return dict(
-        cached_json(
-            client,
-            "raster-info",
-            depends_on,
-            compute,
-            ttl_s=ttl_s,
-            max_bytes=max_bytes,
-            refresh=refresh,
-        )
-    )
+    return cache.get("raster-info", [where.rel_path, file, file_signature(files)], compute)
 
 
 def _relative_paths(info: dict[str, Any], root: Path) -> dict[str, Any]:

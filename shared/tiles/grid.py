@@ -8,10 +8,20 @@ import morecantile
 
 from shared.errors import InvalidInputError
 
-__all__ = ["MAX_ZOOM", "TMS", "TileAddress", "parse_tile"]
+__all__ = ["MAX_ZOOM", "TMS", "RenderArea", "TileAddress", "parse_tile"]
 
 TMS = morecantile.tms.get("WebMercatorQuad")
 MAX_ZOOM = 24
+
+
+@dataclass(frozen=True)
+class RenderArea:
+    """What one render draws: ``bbox`` (in the map's CRS, or in ``srs``) at a pixel size."""
+
+    bbox: tuple[float, float, float, float]
+    width: int
+    height: int
+    srs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,10 @@ class TileAddress:
         """The tile's bounds in EPSG:3857 metres."""
         b = TMS.xy_bounds(morecantile.Tile(self.x, self.y, self.z))
         return (b.left, b.bottom, b.right, b.top)
+
+    def area(self, tile_size: int) -> RenderArea:
+        """The render of this tile, ``tile_size`` pixels a side."""
+        return RenderArea(self.bounds_3857(), tile_size, tile_size)
 
     def bounds_4326(self) -> tuple[float, float, float, float]:
         """The tile's bounds in degrees."""

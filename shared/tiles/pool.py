@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import UnavailableError
+from shared.tiles.grid import RenderArea
 from shared.tiles.png import Rendered
 
 if TYPE_CHECKING:
@@ -50,16 +51,9 @@ def _started() -> int:
     return os.getpid()
 
 
-def _render(
-    style: str,
-    lang: str,
-    bbox: tuple[float, float, float, float],
-    width: int,
-    height: int,
-    srs: str | None,
-) -> Rendered:
+def _render(style: str, lang: str, area: RenderArea) -> Rendered:
     assert _renderer is not None, "the render process was not started by RenderPool"
-    return _renderer.render(style, lang, bbox, width, height, srs)
+    return _renderer.render(style, lang, area)
 
 
 def _consume(job: asyncio.Future[Rendered]) -> None:
@@ -145,24 +139,16 @@ class RenderPool:
                 self._executor = None
         broken.shutdown(wait=False, cancel_futures=True)
 
-    async def render(
-        self,
-        style: str,
-        lang: str,
-        bbox: tuple[float, float, float, float],
-        width: int,
-        height: int,
-        srs: str | None = None,
-    ) -> Rendered:
+    async def render(self, style: str, lang: str, area: RenderArea) -> Rendered:
         """Render in a pool process (see :meth:`TileRenderer.render`).
 
         Raises:
             UnavailableError: the queue is full, the render took longer than the timeout, or a
                 render process died twice in a row.
         """
-        large = width * height > self._tile_pixels
+        large = area.width * area.height > self._tile_pixels
         self._admit(large)
-        job = asyncio.ensure_future(self._run(style, lang, bbox, width, height, srs))
+        job = asyncio.ensure_future(self._run(style, lang, area))
         job.add_done_callback(lambda _: self._release(large))
         try:
             return await asyncio.wait_for(asyncio.shield(job), self.limits.timeout_s)

@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
-from shared.tiles.grid import TileAddress
+from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.png import Rendered
 from shared.tiles.styles import LANG_TOKEN, style_path
 
@@ -77,16 +77,8 @@ class TileRenderer:
                 )
         return loaded
 
-    def render(
-        self,
-        style: str,
-        lang: str,
-        bbox: tuple[float, float, float, float],
-        width: int,
-        height: int,
-        srs: str | None = None,
-    ) -> Rendered:
-        """Render ``bbox`` (in the map's CRS, or in ``srs``) at ``width`` x ``height``.
+    def render(self, style: str, lang: str, area: RenderArea) -> Rendered:
+        """Render ``area`` of the map of ``style`` with labels in ``lang``.
 
         Raises:
             NotFoundError: no such style.
@@ -94,8 +86,9 @@ class TileRenderer:
             InvalidInputError: ``srs`` is not a CRS PROJ knows.
         """
         m = self._load(style, lang).map
+        srs, width, height = area.srs, area.width, area.height
         m.resize(width, height)
-        box = mapnik.Box2d(*bbox)
+        box = mapnik.Box2d(*area.bbox)
         if srs is not None:
             try:
                 transform = mapnik.ProjTransform(mapnik.Projection(srs), mapnik.Projection(m.srs))
@@ -114,7 +107,7 @@ class TileRenderer:
 
     def render_tile(self, style: str, lang: str, tile: TileAddress) -> Rendered:
         """Render one tile of the Web Mercator grid."""
-        return self.render(style, lang, tile.bounds_3857(), self.tile_size, self.tile_size)
+        return self.render(style, lang, tile.area(self.tile_size))
 
 
 def _blank(image: Any) -> bool:

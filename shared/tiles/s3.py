@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 __all__ = ["S3TileStore"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -112,21 +116,30 @@ class S3TileStore:
     def _key(self, key: str) -> str:
         return f"{self.prefix}{key}"
 
+    def _missing_as_none(self, action: str, key: str, call: Callable[[], T]) -> T | None:
+        """``call()``, or None when ``key`` is not stored; other storage errors: 503."""
+        try:
+            return call()
+        except ClientError as exc:
+            if _is_missing_key(exc):
+                return None
+            raise self._unavailable(action, key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._unavailable(action, key, exc) from exc
+
     def get(self, key: str) -> bytes | None:
         """The tile stored under ``key``, or None.
 
         Raises:
             UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
         """
-        try:
+
+        def read() -> bytes:
             response = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return response["Body"].read()
-        except ClientError as exc:
-            if _is_missing_key(exc):
-                return None
-            raise self._unavailable("reading a tile", key, exc) from exc
-        except BotoCoreError as exc:
-            raise self._unavailable("reading a tile", key, exc) from exc
+            body: bytes = response["Body"].read()
+            return body
+
+        return self._missing_as_none("reading a tile", key, read)
 
     def put(self, key: str, data: bytes) -> None:
         """Store a tile in one PutObject: readers see the whole object or none.
@@ -147,15 +160,8 @@ class S3TileStore:
         Raises:
             UnavailableError: the storage cannot be reached or refuses access.
         """
-        try:
-            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as exc:
-            if _is_missing_key(exc):
-                return False
-            raise self._unavailable("checking a tile", key, exc) from exc
-        except BotoCoreError as exc:
-            raise self._unavailable("checking a tile", key, exc) from exc
-        return True
+        head = functools.partial(self._client.head_object, Bucket=self.bucket, Key=self._key(key))
+        return self._missing_as_none("checking a tile", key, head) is not None
 
     def drop_style(self, style: str) -> None:
         """Delete every object under ``<prefix><style>/``, 1000 keys a request.

@@ -75,9 +75,7 @@ class TileService:
                 return TileResult(cached, "HIT", False)
 
         async def render() -> Rendered:
-            return await self.pool.render(
-                style, lang, tile.bounds_3857(), self.tile_size, self.tile_size
-            )
+            return await self.pool.render(style, lang, tile.area(self.tile_size))
 
         async def render_and_store() -> Rendered:
             rendered = await render()

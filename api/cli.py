@@ -1,7 +1,8 @@
 """The ``mapsvc`` command: run the API, a worker, Flower, everything at once, or load demo data.
 
 Servers are started by module name (``uvicorn api.app:create_app``, ``celery -A
-workers.celery_app``), so this module needs neither Starlette nor Celery itself.
+workers.celery_app``), so this module imports neither the app nor Celery itself. It lives in
+``api`` because it knows the API's layout (the ready route and mounts it prints).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from api.mounts import USER_PREFIX, V1_PREFIX
 from shared.queues import QUEUES
 from shared.settings import Settings
 
@@ -51,7 +53,7 @@ def _flower_argv(settings: Settings) -> list[str]:
 
 
 def _convert_argv(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "shared.cli", "convert-server", str(settings.convert.port)]
+    return [sys.executable, "-m", "api.cli", "convert-server", str(settings.convert.port)]
 
 
 def _exec(argv: list[str]) -> int:
@@ -143,17 +145,17 @@ def _up(settings: Settings) -> int:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     base = f"http://{settings.host}:{settings.port}"
-    if _wait_ready(f"{base}/api-user/ready", procs, timeout_s=90):
+    if _wait_ready(f"{base}{USER_PREFIX}/ready", procs, timeout_s=90):
         print(
-            f"\nmapsvc is up:\n  API      {base}/api-user/  (also {base}/api/v1/)\n"
-            f"  ready    {base}/api-user/ready\n  events   curl -N {base}/api-user/events\n"
+            f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)\n"
+            f"  ready    {base}{USER_PREFIX}/ready\n  events   curl -N {base}{USER_PREFIX}/events\n"
             f"  Flower   http://{settings.host}:{settings.flower_port}/\n"
-            f"  convert  {convert_address} (gRPC; POST {base}/api-user/pdf-merge)\n"
+            f"  convert  {convert_address} (gRPC; POST {base}{USER_PREFIX}/pdf-merge)\n"
             "Ctrl-C stops all.\n",
             flush=True,
         )
     else:
-        print(f"mapsvc did not become ready: see {base}/api-user/ready", file=sys.stderr)
+        print(f"mapsvc did not become ready: see {base}{USER_PREFIX}/ready", file=sys.stderr)
         stop = True
     while not stop and all(p.poll() is None for p in procs):
         time.sleep(0.5)
