@@ -10,6 +10,8 @@ import numpy as np
 import pyogrio.raw
 from sqlalchemy import Engine, text
 
+from shared.workdir import WorkDir
+
 __all__ = ["COUNTRIES_TABLE", "copy_rasters", "default_data_dir", "load_countries"]
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def copy_rasters(data_dir: Path, work_dir: Path) -> list[Path]:
         The files copied now.
     """
     source = data_dir / "raster"
-    target = work_dir / "map" / "raster"
+    target = WorkDir(work_dir).raster
     copied = []
     for path in sorted(source.rglob("*")):
         if not path.is_file():

@@ -19,6 +19,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources import ENV_FILE_SENTINEL, DotenvType
 
+from shared.workdir import WorkDir
+
 __all__ = [
     "KEYED_PROVIDERS",
     "LANG_PATTERN",
@@ -586,27 +588,27 @@ class Settings(Concern):
     @property
     def raster_dir(self) -> Path:
         """``map/raster``: the source rasters."""
-        return self.work_dir / "map" / "raster"
+        return WorkDir(self.work_dir).raster
 
     @property
     def rtile_dir(self) -> Path:
         """``map/rtile``: the tile cache on disk."""
-        return self.work_dir / "map" / "rtile"
+        return WorkDir(self.work_dir).rtile
 
     @property
     def mapnik_dir(self) -> Path:
         """``map/mapnik``: the Mapnik styles."""
-        return self.work_dir / "map" / "mapnik"
+        return WorkDir(self.work_dir).mapnik
 
     @property
     def derived_dir(self) -> Path:
         """``map/derived``: files built from the rasters (mosaics, builds)."""
-        return self.work_dir / "map" / "derived"
+        return WorkDir(self.work_dir).derived
 
     @property
     def dem_dir(self) -> Path:
         """``map/dem``: the local elevation rasters."""
-        return self.work_dir / "map" / "dem"
+        return WorkDir(self.work_dir).dem
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied and validated like settings read at start.

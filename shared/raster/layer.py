@@ -44,6 +44,7 @@ from shared.raster.stat import describe_file
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import mosaic_vrt
 from shared.tiles.store import FileTileStore, TileStore
+from shared.workdir import WorkDir
 
 __all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source", "tile_url"]
 
@@ -80,17 +81,17 @@ def locate_layer(work_dir: Path, rel_path: str) -> LayerLocation:
         InvalidInputError: the path is empty, not normal, or leads outside the raster root.
         NotFoundError: nothing at the path.
     """
-    rel = normalise_path(rel_path)
-    source = resolve(raster_root(work_dir), rel)
+    rel, dirs = normalise_path(rel_path), WorkDir(work_dir)
+    source = resolve(dirs.raster, rel)
     raster_id = encode_id(rel)
     return LayerLocation(
         rel_path=rel,
         raster_id=raster_id,
         name=source.name,
         source=source,
-        derived_dir=work_dir / "map" / "derived" / raster_id,
-        xml_path=work_dir / "map" / "mapnik" / f"{raster_id}.xml",
-        tile_dir=work_dir / "map" / "rtile" / raster_id,
+        derived_dir=dirs.derived / raster_id,
+        xml_path=dirs.mapnik / f"{raster_id}.xml",
+        tile_dir=dirs.rtile / raster_id,
     )
 
 
@@ -279,7 +280,7 @@ def _swap_in(
         # a new configuration must never be served from tiles of the old one
         try:
             if stores is None:
-                stores = [FileTileStore(work_dir / "map" / "rtile")]
+                stores = [FileTileStore(WorkDir(work_dir).rtile)]
             for store in stores:
                 store.drop_style(where.raster_id)
         except BaseException:

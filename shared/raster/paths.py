@@ -12,6 +12,7 @@ from pathlib import Path
 
 from shared.errors import InvalidInputError
 from shared.paths import resolve_inside
+from shared.workdir import WorkDir
 
 __all__ = [
     "RASTER_SUFFIXES",
@@ -35,7 +36,7 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 def raster_root(work_dir: Path) -> Path:
     """The folder of source rasters, ``<workDir>/map/raster``."""
-    return work_dir / "map" / "raster"
+    return WorkDir(work_dir).raster
 
 
 def encode_id(rel_path: str) -> str:

@@ -22,6 +22,7 @@ from shared.raster.info import raster_info
 from shared.raster.layer import locate_layer, mosaic_source
 from shared.raster.paths import decode_id, is_raster_file, raster_root, resolve
 from shared.raster.stat import raster_stat
+from shared.workdir import WorkDir
 
 __all__ = ["ResultCache", "raster_info_of", "raster_listing", "raster_stat_of"]
 
@@ -59,7 +60,7 @@ def _ms(t0: float) -> int:
 def raster_listing(cache: ResultCache, work_dir: Path, folder: str) -> dict[str, Any]:
     """The raster listing object (spec 2.1) of ``folder``."""
     t0 = time.monotonic()
-    root, mapnik_dir = raster_root(work_dir), work_dir / "map" / "mapnik"
+    root, mapnik_dir = raster_root(work_dir), WorkDir(work_dir).mapnik
     depends_on = listing_signature(root, mapnik_dir, folder)
     listing = cache.get("raster-list", depends_on, lambda: list_folder(root, mapnik_dir, folder))
     return {"time": _ms(t0), **listing}
