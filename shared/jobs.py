@@ -25,6 +25,7 @@ from shared.errors import JobCancelledError, MapsvcError, UnavailableError, erro
 from shared.settings import Settings
 
 __all__ = [
+    "COUNT_IF_EXISTS",
     "Continued",
     "FINISH_CANCELLED",
     "FINISH_ERROR",
@@ -65,12 +66,13 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 """
 
-# KEYS: a job record. ARGV: its TTL. Counts a start in a record that exists; else returns 0.
-_COUNT_ATTEMPT = """
+#: KEYS: a hash. ARGV: a field, the hash's TTL. Adds 1 to the field of a hash that exists and
+#: renews its TTL; 0 when the hash is gone (so that a late write leaves no key without a TTL).
+COUNT_IF_EXISTS = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return attempts
+local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return count
 """
 
 
@@ -107,7 +109,7 @@ class JobStore:
         self.ttl_s = settings.jobs.events_ttl_s
         self.maxlen = settings.jobs.events_maxlen
         self._update = client.register_script(_UPDATE)
-        self._count_attempt = client.register_script(_COUNT_ATTEMPT)
+        self._count_attempt = client.register_script(COUNT_IF_EXISTS)
 
     def create(self, job_id: str, kind: str, params: dict[str, Any]) -> None:
         """Record a job as it is enqueued."""
@@ -175,8 +177,8 @@ class JobStore:
 
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of a job; how many times it has been started (0: no record)."""
-        attempts: int = self._count_attempt(keys=[_record_key(job_id)], args=[self.ttl_s])
-        return attempts
+        key = _record_key(job_id)
+        return int(self._count_attempt(keys=[key], args=["attempts", self.ttl_s]))
 
     def request_cancel(self, job_id: str) -> None:
         """Flag a job as cancelled; a running job stops at its next line."""

@@ -21,7 +21,7 @@ from typing import Any, cast
 import redis
 
 from shared.errors import InvalidInputError, UnprocessableError
-from shared.jobs import JobStore
+from shared.jobs import COUNT_IF_EXISTS, JobStore
 from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
 
 __all__ = [
@@ -211,13 +211,6 @@ return 0
 """
 
 
-# KEYS: the run's hash. ARGV: the chunk's attempt field. 0 when the run is gone (expired).
-_ATTEMPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-"""
-
-
 #: what a chunk's tiles became, counted per zoom for the summary
 _COUNTS = ("rendered", "skipped", "empty")
 
@@ -230,7 +223,7 @@ class PretileCounters:
         self.key = f"mapsvc:pretile:{job_id}"
         self.ttl_s = ttl_s
         self._add = client.register_script(_ADD_CHUNK)
-        self._attempt = client.register_script(_ATTEMPT)
+        self._attempt = client.register_script(COUNT_IF_EXISTS)
 
     def start(self, plan: dict[str, Any]) -> None:
         """Record the plan and the start time (kept when the plan task runs again)."""
@@ -249,7 +242,7 @@ class PretileCounters:
             that a chunk delivered that late writes no key without a TTL.
         """
         field = f"attempt:{chunk.z}:{chunk.x0}:{chunk.y0}"
-        return int(self._attempt(keys=[self.key], args=[field]))
+        return int(self._attempt(keys=[self.key], args=[field, self.ttl_s]))
 
     def add(self, chunk: Chunk, counts: dict[str, int], error: str | None = None) -> bool:
         """Add what one chunk did (``rendered``, ``skipped``, ``empty``, ``cancelled``), once.
