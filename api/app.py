@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         sync_redis = sync_client(settings.redis_url)
         aredis = async_client(settings.redis_url)
         celery = make_celery_client(settings)
-        mapnik_dir = settings.mapnik_dir
+        mapnik_dir = settings.dirs.mapnik
         render_pool = RenderPool(
             mapnik_dir,
             settings.tiles.render_processes or os.cpu_count() or 1,
@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             tile_stores=tile_stores(settings),
             http=http,
             upstream=Upstream.from_settings(http, aredis, settings),
-            dem=DemCatalog(settings.dem_dir),
+            dem=DemCatalog(settings.dirs.dem),
             proxy_http=make_proxy_client(settings),
             proxy_policy=ProxyPolicy.from_settings(settings),
         )

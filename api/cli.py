@@ -71,7 +71,7 @@ def _render_tile(
 
     try:
         tile = parse_tile(*zxy)
-        with TileRenderer(settings.mapnik_dir) as renderer:
+        with TileRenderer(settings.dirs.mapnik) as renderer:
             rendered = renderer.render_tile(
                 style, parse_lang(lang or settings.default_lang, settings.languages), tile
             )

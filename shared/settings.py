@@ -586,29 +586,9 @@ class Settings(Concern):
         return hosts + ([public] if public else [])
 
     @property
-    def raster_dir(self) -> Path:
-        """``map/raster``: the source rasters."""
-        return WorkDir(self.work_dir).raster
-
-    @property
-    def rtile_dir(self) -> Path:
-        """``map/rtile``: the tile cache on disk."""
-        return WorkDir(self.work_dir).rtile
-
-    @property
-    def mapnik_dir(self) -> Path:
-        """``map/mapnik``: the Mapnik styles."""
-        return WorkDir(self.work_dir).mapnik
-
-    @property
-    def derived_dir(self) -> Path:
-        """``map/derived``: files built from the rasters (mosaics, builds)."""
-        return WorkDir(self.work_dir).derived
-
-    @property
-    def dem_dir(self) -> Path:
-        """``map/dem``: the local elevation rasters."""
-        return WorkDir(self.work_dir).dem
+    def dirs(self) -> WorkDir:
+        """The work dir's folders (``settings.dirs.rtile`` is ``<work_dir>/map/rtile``)."""
+        return WorkDir(self.work_dir)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied and validated like settings read at start.
@@ -629,7 +609,7 @@ class Settings(Concern):
 
     def ensure_work_dir(self) -> None:
         """Create the work dir layout of the spec (section 1) if it is missing."""
-        for sub in (self.raster_dir, self.rtile_dir, self.mapnik_dir, self.dem_dir):
+        for sub in (self.dirs.raster, self.dirs.rtile, self.dirs.mapnik, self.dirs.dem):
             sub.mkdir(parents=True, exist_ok=True)
 
 

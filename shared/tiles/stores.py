@@ -87,4 +87,4 @@ def tile_stores(settings: Settings) -> TileStores:
         The stores; close them (or use them as a context manager) when done.
     """
     s3 = s3_store(settings) if settings.s3.endpoint_url is not None else None
-    return TileStores(file=FileTileStore(settings.rtile_dir), s3=s3)
+    return TileStores(file=FileTileStore(settings.dirs.rtile), s3=s3)

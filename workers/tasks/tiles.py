@@ -18,7 +18,7 @@ from workers.celery_app import app, settings
 @functools.cache
 def _renderer() -> TileRenderer:
     # one per worker process, keeping its loaded maps from chunk to chunk
-    return TileRenderer(settings.mapnik_dir)
+    return TileRenderer(settings.dirs.mapnik)
 
 
 @functools.cache
