@@ -22,6 +22,7 @@ from pydantic_settings.sources import ENV_FILE_SENTINEL, DotenvType
 from shared.workdir import WorkDir
 
 __all__ = [
+    "AuthSettings",
     "KEYED_PROVIDERS",
     "LANG_PATTERN",
     "PROVIDER_DEFAULTS",
@@ -468,6 +469,63 @@ class SourceSettings(Concern):
     )
 
 
+class AuthSettings(Concern):
+    """Who may call what: credentials, tokens, public layers, CORS, quotas. ``MAPSVC_*``."""
+
+    comma_fields = ("jwt_secrets", "public_layers", "cors_origins")
+    blank_fields = ("admin_api_key", "flower_basic_auth")
+
+    admin_api_key: SecretStr | None = Field(
+        default=None, description="An API key accepted as an admin key (for automation)"
+    )
+    jwt_secrets: CommaList = Field(
+        default=(),
+        description="Comma-separated `kid:secret` HS256 keys, the first signs, all verify;"
+        " unset: one is made and kept in `<work_dir>/auth/secrets.json`",
+    )
+    jwt_ttl_s: int = Field(default=900, ge=30, description="Lifetime of an access token (JWT)")
+    refresh_ttl_s: int = Field(
+        default=30 * 86400, ge=60, description="Lifetime of an OAuth 2.0 refresh token"
+    )
+    auth_code_ttl_s: int = Field(
+        default=60, ge=5, le=600, description="Lifetime of an OAuth 2.0 authorization code"
+    )
+    public_layers: CommaList = Field(
+        default=(),
+        description="Comma-separated layer ids whose read routes answer without credentials"
+        " (`*`: every layer)",
+    )
+    cors_origins: CommaList = Field(
+        default=("*",),
+        description="Comma-separated origins allowed to call the API from a browser (`*`: any)",
+    )
+    login_max_failures: int = Field(
+        default=5, ge=1, description="Failed logins of one account before it is locked for a while"
+    )
+    login_lock_s: int = Field(
+        default=300, ge=1, description="How long an account stays locked after failed logins"
+    )
+    login_address_max_failures: int = Field(
+        default=20, ge=1, description="Failed logins from one address per lock period; then 429"
+    )
+    rate_tiles_per_min: int = Field(
+        default=6000, ge=1, description="Raster and vector tiles per minute per caller"
+    )
+    rate_data_per_min: int = Field(
+        default=600, ge=1, description="Data answers (GeoJSON, listings, info) a minute per caller"
+    )
+    rate_providers_per_min: int = Field(
+        default=120, ge=1, description="Provider calls (geocode, route, …) per minute per caller"
+    )
+    rate_jobs_per_min: int = Field(
+        default=30, ge=1, description="Job starts (configure, pre-tile, …) per minute per caller"
+    )
+    flower_basic_auth: SecretStr | None = Field(
+        default=None,
+        description="`user:password` Flower asks for; unset: made and kept in the secrets file",
+    )
+
+
 class Settings(Concern):
     """Everything a process of the service needs to know about its surroundings.
 
@@ -539,6 +597,7 @@ class Settings(Concern):
     proxy: ProxySettings
     providers: Providers
     sources: SourceSettings
+    auth: AuthSettings
 
     #: The concerns, by attribute.
     concerns: ClassVar[dict[str, type[Concern]]] = {
@@ -551,6 +610,7 @@ class Settings(Concern):
         "proxy": ProxySettings,
         "providers": Providers,
         "sources": SourceSettings,
+        "auth": AuthSettings,
     }
 
     def __init__(self, _env_file: DotenvType | None = ENV_FILE_SENTINEL, **values: Any) -> None:
