@@ -21,6 +21,8 @@ from shared.errors import (
     MapsvcError,
     NotFoundError,
     PayloadTooLargeError,
+    TooManyRequestsError,
+    UnauthorizedError,
     UnavailableError,
     UnprocessableError,
     UpstreamBadAnswerError,
@@ -43,6 +45,8 @@ STATUS: dict[type[MapsvcError], int] = {
     UnprocessableError: 422,
     UnavailableError: 503,
     ForbiddenError: 403,
+    UnauthorizedError: 401,
+    TooManyRequestsError: 429,
     PayloadTooLargeError: 413,
     # provider failures: 502 and the custom 52x codes (README "Provider errors")
     UpstreamError: 502,

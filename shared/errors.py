@@ -38,6 +38,8 @@ __all__ = [
     "UpstreamTimeoutError",
     "UpstreamUnreachableError",
     "error_from_code",
+    "TooManyRequestsError",
+    "UnauthorizedError",
 ]
 
 
@@ -103,6 +105,22 @@ class ForbiddenError(MapsvcError):
     """The request is understood but refused (a proxy target that is not allowed, say)."""
 
     code = "forbidden"
+
+
+class UnauthorizedError(MapsvcError):
+    """No credentials where they are needed, or credentials that are not valid.
+
+    An ``oauth_error`` detail (RFC 6749 section 5.2: ``invalid_client``, ``invalid_grant``, …)
+    is the error code of an OAuth 2.0 token answer.
+    """
+
+    code = "unauthorized"
+
+
+class TooManyRequestsError(MapsvcError):
+    """A rate limit or a login throttle is spent; a ``retry_after_s`` detail says for how long."""
+
+    code = "rate-limited"
 
 
 class ProviderNotConfiguredError(UnavailableError):
