@@ -25,7 +25,7 @@ from starlette.types import ASGIApp
 
 from api.app import create_app
 from shared.demo import load_countries
-from shared.settings import Settings, env_values
+from shared.settings import PROVIDER_DEFAULTS, Settings, env_values
 from tests.providers import fakes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +35,12 @@ REDIS_URL = os.environ.get("MAPSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 #: a second Redis db, for the test of `mapsvc up` (its worker must be the only one there)
 UP_REDIS_URL = os.environ.get("MAPSVC_TEST_UP_REDIS_URL", "redis://127.0.0.1:6379/12")
 TEST_DB = f"mapsvc_test_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio (the service's loop), a new loop each."""
+    return "asyncio"
 
 
 def free_port() -> int:
@@ -115,7 +121,7 @@ def worker(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process (two pool processes) on every queue."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    argv = [sys.executable, "-m", "shared.cli", "worker", "-c", "2"]
+    argv = [sys.executable, "-m", "api.cli", "worker", "-c", "2"]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
@@ -184,7 +190,7 @@ def live_server(settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def raster_dir(settings: Settings) -> Path:
     """The shared rasters in the session's work dir, plus things that are not rasters."""
-    root = settings.raster_dir
+    root = settings.dirs.raster
     shutil.copytree(SHARED_DATA / "raster", root, dirs_exist_ok=True)
     (root / "single" / "notes.txt").write_text("not a raster")
     (root / "single" / "fake.tif").write_text("text pretending to be a TIFF")
@@ -268,7 +274,7 @@ def psettings(settings: Settings, fake_base: str) -> Settings:
         **{
             name: {"url": f"{fake_base}/{name}", "rate_per_s": 1000.0}
             | ({"api_key": SecretStr(keys[name])} if name in keys else {})
-            for name, _ in settings.providers
+            for name in PROVIDER_DEFAULTS
         },
     )
 

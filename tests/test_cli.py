@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../share
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "api.cli", *args],
         env=settings_env(settings),
         cwd=ROOT,
         capture_output=True,
@@ -87,7 +87,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
     log = tmp_path / "up.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "up"],
+            [sys.executable, "-m", "api.cli", "up"],
             env=settings_env(mine),
             cwd=ROOT,
             stdout=out,
@@ -112,7 +112,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         assert flower.status_code == 200
         assert "Flower" in flower.text
         # the Convert server started too, and the API reaches it
-        assert f"convert  127.0.0.1:{mine.convert_port}" in log.read_text()
+        assert f"convert  127.0.0.1:{mine.convert.port}" in log.read_text()
         merged = httpx.post(
             f"{base}/api-user/pdf-merge",
             files=[("files", ("a.pdf", make_pdf([(100, 200, "a")]), "application/pdf"))] * 2,
@@ -129,7 +129,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
 
 def test_help_lists_the_commands() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "api.cli", "--help"], capture_output=True, text=True, check=True
     )
     for command in ("serve", "worker", "flower", "up", "demo-data", "convert-server"):
         assert command in result.stdout

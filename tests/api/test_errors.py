@@ -12,7 +12,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from api.errors import install_error_handlers
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 
 
 @pytest.mark.parametrize(

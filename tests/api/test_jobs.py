@@ -11,29 +11,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
+from tests.jobs import wait_running, wait_state
 
 pytestmark = pytest.mark.worker
-
-TERMINAL = {"succeeded", "failed", "cancelled"}
-
-
-def wait_state(client: TestClient, job_id: str, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/api-user/jobs/{job_id}").json()
-        if job["state"] in TERMINAL or time.monotonic() > deadline:
-            return job
-        time.sleep(0.1)
-
-
-def wait_running(client: TestClient, job_id: str, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/api-user/jobs/{job_id}").json()
-        if job["state"] == "running" and job["worker"] or time.monotonic() > deadline:
-            return job
-        time.sleep(0.05)
 
 
 def test_probe_answers_result_when_done_in_time(

@@ -19,10 +19,9 @@ from shared.raster.paths import encode_id
 from shared.settings import Settings
 from shared.tiles.pretile import chunks, plan_pretile
 from shared.tiles.styles import read_style
-from tests.api.test_jobs import wait_state
-from tests.api.test_raster import job_lines
-from tests.api.test_system import assert_error
-from tests.api.test_tiles import configure
+from tests.checks import assert_error
+from tests.jobs import job_lines, wait_state
+from tests.layers import configure, stored_tiles
 
 pytestmark = pytest.mark.worker
 
@@ -39,18 +38,10 @@ def scene(
     return configure(settings, rdb, f"pretile/{name}")
 
 
-def stored_tiles(settings: Settings, style: str) -> set[tuple[int, int, int]]:
-    root = settings.rtile_dir / style / "en"
-    return {
-        tuple(int(p) for p in path.relative_to(root).with_suffix("").parts)  # type: ignore[misc]
-        for path in root.rglob("*.png")
-    }
-
-
 def planned_tiles(
     settings: Settings, style: str, minzoom: int, maxzoom: int
 ) -> set[tuple[int, int, int]]:
-    bounds = read_style(settings.mapnik_dir, style).bounds
+    bounds = read_style(settings.dirs.mapnik, style).bounds
     assert bounds is not None
     plan = plan_pretile(bounds, minzoom, maxzoom)
     return {(t.z, t.x, t.y) for c in chunks(bounds, plan) for t in c.tiles()}

@@ -17,20 +17,15 @@ import rasterio
 import redis
 from starlette.testclient import TestClient
 
-from shared import events
 from shared.mapnik_env import mapnik
 from shared.raster.paths import decode_id, encode_id
 from shared.settings import Settings
-from tests.api.test_system import assert_error
-from tests.bench.bench_raster import TRANSLATE
-from tests.shared.raster.test_info import assert_same
+from tests.checks import assert_error, assert_same
+from tests.jobs import job_lines
+from tests.peers import TRANSLATE
 
 RGB = "single/RGB.byte.tif"
 TMS = morecantile.tms.get("WebMercatorQuad")
-
-
-def job_lines(rdb: redis.Redis, job_id: str) -> list[str]:
-    return [f["text"] for _, f in rdb.xrange(events.job_stream(job_id))]
 
 
 def strip_ms(line: str) -> str:
@@ -233,7 +228,7 @@ def test_configure_a_file_layer(
     for line in lines:
         if not line.startswith(("{", "[", "Finish")):
             assert re.search(r" \d+ms$", line), line
-    xml = settings.mapnik_dir / f"{layer}.xml"
+    xml = settings.dirs.mapnik / f"{layer}.xml"
     assert xml.is_file()
     rows = client.get("/api-user/gis-raster?folder=single").json()["rows"]
     assert {row["name"]: row["islayer"] for row in rows}["RGB.byte"] is True
@@ -259,7 +254,7 @@ def test_configure_a_folder_layer_builds_a_valid_vrt(
     assert "VRT: 4 files -> mosaic.vrt" in lines
     assert "VRT preview: 4 previews -> mosaic-preview.vrt" in lines
     layer = encode_id("bahamas-tiles")
-    vrt = settings.derived_dir / layer / "mosaic.vrt"
+    vrt = settings.dirs.derived / layer / "mosaic.vrt"
     with rasterio.open(vrt) as mosaic, rasterio.open(raster_dir / RGB) as scene:
         assert mosaic.driver == "VRT"
         assert mosaic.bounds == scene.bounds
@@ -267,7 +262,7 @@ def test_configure_a_folder_layer_builds_a_valid_vrt(
     gdal = subprocess.run(["gdalinfo", "-json", str(vrt)], capture_output=True, text=True)
     assert gdal.returncode == 0
     assert '"driverShortName":"VRT"' in gdal.stdout.replace(" ", "")
-    xml = settings.mapnik_dir / f"{layer}.xml"
+    xml = settings.dirs.mapnik / f"{layer}.xml"
     pixels = render_tile(xml, -77.5, 24.5, 8)
     assert (pixels[..., 3] == 255).mean() > 0.4
 
@@ -283,7 +278,7 @@ def test_rerun_reuses_and_nocache_rebuilds(
     path = "single/world.rgb.tif"
     layer = encode_id(path)
     assert client.get(f"/api-user/gis-raster/{path}").status_code == 200
-    tile = settings.rtile_dir / layer / "en" / "0" / "0" / "0.png"
+    tile = settings.dirs.rtile / layer / "en" / "0" / "0" / "0.png"
     tile.parent.mkdir(parents=True)
     tile.write_bytes(b"old tile")
     again = client.get(f"/api-user/gis-raster/{path}")

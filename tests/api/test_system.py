@@ -11,15 +11,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-
-
-def assert_error(body: dict, code: str) -> dict:
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"code", "message", "detail"}
-    assert body["error"]["code"] == code
-    assert isinstance(body["error"]["message"], str)
-    assert body["error"]["message"]
-    return body["error"]
+from tests.checks import assert_error
 
 
 def test_health(client: TestClient) -> None:

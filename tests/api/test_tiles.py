@@ -5,8 +5,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import uuid
-import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,46 +14,17 @@ import pytest
 import rasterio
 import redis
 from affine import Affine
-from rasterio.errors import NotGeoreferencedWarning
-from rasterio.io import MemoryFile
 from rasterio.warp import Resampling, reproject, transform_bounds
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from shared.jobs import JobReporter, JobStore
-from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import transparent_png
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import ROOT, settings_env
-
-RGB = "single/RGB.byte.tif"
-RGB_ID = encode_id(RGB)
-MOSAIC_ID = encode_id("bahamas-tiles")
-
-
-def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:
-    """Configure a layer in-process (the job's own function, without a worker)."""
-    store = JobStore(rdb, settings)
-    job_id = str(uuid.uuid4())
-    store.create(job_id, "test", {})
-    configure_layer(
-        settings.work_dir,
-        rel,
-        JobReporter(store, job_id),
-        lang="en",
-        url_prefix="/api-user",
-        refresh=False,
-    )
-    return encode_id(rel)
-
-
-@pytest.fixture(scope="module")
-def layers(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> None:
-    for rel in (RGB, "bahamas-tiles", "single/world.rgb.tif"):
-        configure(settings, rdb, rel)
+from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, tile_url
 
 
 @pytest.fixture(scope="module")
@@ -63,18 +32,6 @@ def tc(settings: Settings, layers: None) -> Iterator[TestClient]:
     """One app (and one render pool) for the module."""
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
-
-
-def decode(png: bytes) -> np.ndarray:
-    """The pixels of a PNG (bands, rows, columns)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # a PNG has no georeference
-        with MemoryFile(png) as mem, mem.open() as ds:
-            return ds.read()
-
-
-def tile_url(style: str, z: int, x: int, y: int, query: str = "") -> str:
-    return f"/api-user/rtile/{style}/en/{z}/{x}/{y}.png{query}"
 
 
 def reference(src: Path, tile: TileAddress) -> np.ndarray:
@@ -146,7 +103,7 @@ def test_cache_hit_etag_and_304(tc: TestClient, settings: Settings) -> None:
     first = tc.get(url)
     assert first.status_code == 200
     assert first.headers["x-cache"] == "MISS"
-    stored = settings.rtile_dir / RGB_ID / "en" / "10" / "290" / "442.png"
+    stored = settings.dirs.rtile / RGB_ID / "en" / "10" / "290" / "442.png"
     assert stored.read_bytes() == first.content
     second = tc.get(url)
     assert second.headers["x-cache"] == "HIT"
@@ -168,7 +125,7 @@ def test_nocache_renders_and_stores_nothing(tc: TestClient, settings: Settings) 
     r = tc.get(tile_url(RGB_ID, 10, 291, 440, "?nocache=1"))
     assert r.headers["x-cache"] == "MISS"
     assert decode(r.content)[3].max() == 255
-    assert not (settings.rtile_dir / RGB_ID / "en" / "10" / "291").exists()
+    assert not (settings.dirs.rtile / RGB_ID / "en" / "10" / "291").exists()
 
 
 def test_concurrent_requests_render_a_tile_once(tc: TestClient) -> None:
@@ -216,7 +173,7 @@ def test_debug_gives_bbound_and_a_command_that_renders_the_same_png(
     argv = body["cmd"].split()
     assert argv[:2] == ["mapsvc", "render-tile"]
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", *argv[1:]],
+        [sys.executable, "-m", "api.cli", *argv[1:]],
         cwd=tmp_path,
         env=settings_env(settings),
         capture_output=True,
@@ -226,7 +183,7 @@ def test_debug_gives_bbound_and_a_command_that_renders_the_same_png(
     assert done.returncode == 0, done.stderr
     written = (tmp_path / argv[-1]).read_bytes()
     assert written == tc.get(tile_url(RGB_ID, z, x, y, "?nocache=1")).content
-    assert (ROOT / "shared" / "cli.py").is_file()
+    assert (ROOT / "api" / "cli.py").is_file()
 
 
 @pytest.mark.parametrize(
@@ -269,4 +226,4 @@ def test_vanished_raster_gives_a_clear_error_and_caches_nothing(
     r = tc.get(tile_url(style, 10, 290, 441))
     assert r.status_code == 422
     assert "gone" in assert_error(r.json(), "unprocessable")["message"]
-    assert not (settings.rtile_dir / style / "en" / "10").exists()
+    assert not (settings.dirs.rtile / style / "en" / "10").exists()

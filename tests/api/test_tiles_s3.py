@@ -22,9 +22,9 @@ from shared.settings import Settings
 from shared.tiles import s3 as s3_module
 from shared.tiles.s3 import S3TileStore
 from shared.tiles.stores import s3_store, tile_stores
-from tests.api.test_system import assert_error
-from tests.api.test_tiles import RGB, RGB_ID, decode, layers, tile_url  # noqa: F401
+from tests.checks import assert_error
 from tests.conftest import free_port
+from tests.layers import RGB, RGB_ID, decode, tile_url
 
 BUCKET = "mapsvc-test-tiles"
 KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
@@ -64,7 +64,7 @@ def s3_settings(settings: Settings, s3_url: str) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def s3_tc(s3_settings: Settings, layers: None) -> Iterator[TestClient]:  # noqa: F811
+def s3_tc(s3_settings: Settings, layers: None) -> Iterator[TestClient]:
     with TestClient(create_app(s3_settings), raise_server_exceptions=False) as client:
         yield client
 
@@ -84,7 +84,7 @@ def test_s3_miss_then_hit_etag_and_304(
     assert stored["ContentType"] == "image/png"
     assert keys(s3_url, f"{RGB_ID}/") >= {key}
     # the file cache is not touched by an isS3 request
-    tile_dir = s3_settings.rtile_dir / RGB_ID / "en" / str(z) / str(x)
+    tile_dir = s3_settings.dirs.rtile / RGB_ID / "en" / str(z) / str(x)
     assert not (tile_dir / f"{y}.png").exists()
     second = s3_tc.get(url)
     assert second.headers["x-cache"] == "HIT"
@@ -174,14 +174,14 @@ def test_configure_drops_the_style_from_s3(
         )
     assert not keys(s3_url, f"{RGB_ID}/")
     assert "another-style/en/5/0/1.png" in keys(s3_url)
-    assert not (s3_settings.rtile_dir / RGB_ID).exists()
+    assert not (s3_settings.dirs.rtile / RGB_ID).exists()
     # the tile is rendered and stored again
     again = s3_tc.get(tile_url(RGB_ID, 11, 580, 884, "?isS3=1"))
     assert again.headers["x-cache"] == "MISS"
     assert keys(s3_url, f"{RGB_ID}/") == {f"{RGB_ID}/en/11/580/884.png"}
 
 
-def test_s3_down_is_a_503(settings: Settings, layers: None) -> None:  # noqa: F811
+def test_s3_down_is_a_503(settings: Settings, layers: None) -> None:
     down = settings.model_copy(
         update={"s3_endpoint_url": f"http://127.0.0.1:{free_port()}", **KEYS}
     )
@@ -211,7 +211,7 @@ def test_s3_keys_go_together() -> None:
     with pytest.raises(ValueError, match="or neither"):
         Settings(s3_access_key_id="a", _env_file=None)  # type: ignore[call-arg]
     # blank means unset, so an empty variable does not configure object storage
-    assert Settings(s3_endpoint_url=" ", _env_file=None).s3_endpoint_url is None  # type: ignore[call-arg]
+    assert Settings(s3_endpoint_url=" ", _env_file=None).s3.endpoint_url is None  # type: ignore[call-arg]
 
 
 def test_refused_access_is_a_503_not_a_boto_error(s3_url: str) -> None:

@@ -20,31 +20,14 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from shared.raster.compress import CREATION_OPTIONS, compress_file
+from shared.raster.compress import compress_file
 from shared.raster.info import raster_info
 from shared.raster.paths import encode_id
-from shared.raster.queries import raster_info_of
+from shared.raster.queries import ResultCache, raster_info_of
 from shared.redis_clients import sync_client
+from tests.peers import TRANSLATE
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "raster"
-TRANSLATE = [
-    "gdal_translate",
-    "-q",
-    "-ot",
-    "Byte",
-    "-of",
-    "GTiff",
-    "-b",
-    "1",
-    "-b",
-    "2",
-    "-b",
-    "3",
-    "-colorinterp",
-    "red,green,blue",
-]
-for key, value in CREATION_OPTIONS.items():
-    TRANSLATE += ["-co", f"{key}={value}"]
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -76,7 +59,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs per measurement")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/11", help="Redis for the cache")
     args = parser.parse_args()
-    client = sync_client(args.redis)
+    cache = ResultCache(sync_client(args.redis), ttl_s=60, max_bytes=2**26)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         root = work / "map" / "raster"
@@ -105,9 +88,7 @@ def main() -> None:
             first = (time.perf_counter() - t0) * 1000
             ours = median_ms(lambda p=path: raster_info(p), args.runs)
             cached = median_ms(
-                lambda r=rel: raster_info_of(
-                    client, work, encode_id(r), None, ttl_s=60, max_bytes=2**26, refresh=False
-                ),
+                lambda r=rel: raster_info_of(cache, work, encode_id(r), None),
                 args.runs,
             )
             print(

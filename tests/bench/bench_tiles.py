@@ -456,7 +456,7 @@ def start_mapsvc(
         "MAPSVC_API_WORKERS": str(api_workers),
         "MAPSVC_LOG_LEVEL": "WARNING",
     }
-    cli = [sys.executable, "-m", "shared.cli"]
+    cli = [sys.executable, "-m", "api.cli"]
     servers = [
         start(stack, "mapsvc API", [*cli, "serve"], logs / "api.log", env, ROOT),
         start(

@@ -9,19 +9,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from shared.convert.client import ConvertClient, PdfFile
 from shared.settings import Settings
 from tests.conftest import ROOT, free_port, settings_env
 from tests.convert.pdfs import make_pdf, pages_of
 
 
-def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     settings = Settings(work_dir=tmp_path, convert_port=1, _env_file=None)  # type: ignore[call-arg]
     port = free_port()  # the argument wins over MAPSVC_CONVERT_PORT
     log = tmp_path / "convert.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "convert-server", str(port)],
+            [sys.executable, "-m", "api.cli", "convert-server", str(port)],
             env=settings_env(settings),
             cwd=ROOT,
             stdout=out,
@@ -29,7 +32,7 @@ def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         )
     pdf = make_pdf([(120, 80, "one")])
 
-    async def merge_when_up() -> list[tuple[int, int, str]]:
+    try:
         deadline = time.monotonic() + 20
         async with ConvertClient(f"127.0.0.1:{port}", timeout_s=5) as client:
             while "listening" not in log.read_text():
@@ -37,10 +40,7 @@ def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, log.read_text()
                 await asyncio.sleep(0.05)
             result = await client.pdf_merge([PdfFile(data=pdf), PdfFile(data=pdf)])
-        return pages_of(result.pdf)
-
-    try:
-        assert asyncio.run(merge_when_up()) == [(120, 80, "one")] * 2
+        assert pages_of(result.pdf) == [(120, 80, "one")] * 2
         assert f"listening on 127.0.0.1:{port}" in log.read_text()  # loopback by default
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from pydantic import ValidationError
 
@@ -19,27 +17,25 @@ def _settings(**values: object) -> Settings:
 
 def test_no_address_no_client() -> None:
     settings = _settings(convert_server_address=None)
-    assert settings.convert_server_address is None
+    assert settings.convert.server_address is None
     assert convert_client(settings) is None
     assert convert_client(_settings(convert_server_address="  ")) is None
 
 
-def test_the_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.anyio
+async def test_the_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAPSVC_CONVERT_SERVER_ADDRESS", "10.1.2.3:4003")
     monkeypatch.setenv("MAPSVC_CONVERT_TOKEN", "s3cr3t-value")
     settings = _settings()
-    assert settings.convert_server_address == "10.1.2.3:4003"
-    assert settings.convert_token is not None
-    assert settings.convert_token.get_secret_value() == "s3cr3t-value"
+    assert settings.convert.server_address == "10.1.2.3:4003"
+    assert settings.convert.token is not None
+    assert settings.convert.token.get_secret_value() == "s3cr3t-value"
     assert "s3cr3t-value" not in repr(settings)
 
-    async def make() -> None:
-        client = convert_client(settings)
-        assert isinstance(client, ConvertClient)
-        assert client.address == "10.1.2.3:4003"
-        await client.close()
-
-    asyncio.run(make())
+    client = convert_client(settings)
+    assert isinstance(client, ConvertClient)
+    assert client.address == "10.1.2.3:4003"
+    await client.close()
 
 
 @pytest.mark.parametrize("address", ["4003", "host:", ":4003", "host:port", "h:70000"])
@@ -48,14 +44,12 @@ def test_an_address_is_ip_and_port(address: str) -> None:
         _settings(convert_server_address=address)
 
 
-def test_a_server_that_is_down_is_unavailable() -> None:
-    async def call() -> None:
-        async with ConvertClient(f"127.0.0.1:{free_port()}", timeout_s=5) as client:
-            with pytest.raises(UnavailableError, match="convert service unreachable") as caught:
-                await client.pdf_merge([PdfFile(data=b"%PDF-1.7")])
-        assert caught.value.detail["grpc_status"] == "UNAVAILABLE"
-
-    asyncio.run(call())
+@pytest.mark.anyio
+async def test_a_server_that_is_down_is_unavailable() -> None:
+    async with ConvertClient(f"127.0.0.1:{free_port()}", timeout_s=5) as client:
+        with pytest.raises(UnavailableError, match="convert service unreachable") as caught:
+            await client.pdf_merge([PdfFile(data=b"%PDF-1.7")])
+    assert caught.value.detail["grpc_status"] == "UNAVAILABLE"
 
 
 def test_a_file_has_data_or_a_path() -> None:

@@ -22,10 +22,11 @@ from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer, locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id, encode_id
 from shared.settings import Settings
+from shared.tiles.grid import RenderArea
 from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
-from tests.api.test_system import assert_error
-from tests.api.test_tiles import decode, tile_url
+from tests.checks import assert_error
+from tests.layers import decode, tile_url
 
 RGB = "single/RGB.byte.tif"
 ROOT_RASTER = "root-scene.tif"
@@ -184,7 +185,7 @@ def test_an_id_decodes_only_to_a_normal_path() -> None:
 @pytest.mark.usefixtures("snapshot")
 def test_dropping_a_style_refuses_what_is_not_a_style(settings: Settings, unsafe: str) -> None:
     with pytest.raises(InvalidInputError):
-        FileTileStore(settings.rtile_dir).drop_style(unsafe)
+        FileTileStore(settings.dirs.rtile).drop_style(unsafe)
 
 
 # -- reconfiguration swaps in a finished build ---------------------------------------------
@@ -204,7 +205,7 @@ class _Probe(JobReporter):
 
 
 def _xml(settings: Settings, layer: str) -> str:
-    return (settings.mapnik_dir / f"{layer}.xml").read_text()
+    return (settings.dirs.mapnik / f"{layer}.xml").read_text()
 
 
 def test_reconfiguring_serves_the_old_layer_until_the_swap(
@@ -226,7 +227,7 @@ def test_reconfiguring_serves_the_old_layer_until_the_swap(
     assert seen == [(200, old_xml)]
     new_xml = _xml(settings, layer)
     assert new_xml != old_xml  # it points at the new build
-    builds = sorted(p.name for p in (settings.derived_dir / layer).glob("b-*"))
+    builds = sorted(p.name for p in (settings.dirs.derived / layer).glob("b-*"))
     assert len(builds) == 1  # the old build is gone
     assert builds[0] in new_xml
     assert (decode(tc.get(tile_url(layer, z, x, y, "?nocache=1")).content) == old_tile).all()
@@ -238,10 +239,10 @@ def test_a_failed_rebuild_leaves_the_old_layer_intact(
     layer = encode_id(BIG)
     for z, x, y in TILES:
         assert tc.get(tile_url(layer, z, x, y)).status_code == 200
-    derived = settings.derived_dir / layer
+    derived = settings.dirs.derived / layer
     before = _files(derived)
     xml = _xml(settings, layer)
-    tiles = _files(settings.rtile_dir / layer)
+    tiles = _files(settings.dirs.rtile / layer)
     assert tiles
 
     def fail() -> None:
@@ -254,7 +255,7 @@ def test_a_failed_rebuild_leaves_the_old_layer_intact(
         )
     assert _xml(settings, layer) == xml
     assert _files(derived) == before  # the half-made build is gone, the old one kept
-    assert _files(settings.rtile_dir / layer) == tiles
+    assert _files(settings.dirs.rtile / layer) == tiles
     assert tc.get(tile_url(layer, *TILES[0], "?nocache=1")).status_code == 200
 
 
@@ -322,21 +323,18 @@ def test_a_language_outside_the_set_makes_no_cache_folder(
     r = tc.get(f"/api-user/rtile/{layer}/qq/9/145/219.png")
     assert r.status_code == 400
     assert_error(r.json(), "invalid-input")
-    assert not (settings.rtile_dir / layer / "qq").exists()
+    assert not (settings.dirs.rtile / layer / "qq").exists()
 
 
-def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: list[str]) -> None:
+@pytest.mark.anyio
+async def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: list[str]) -> None:
     layer = hostile_layers[1]
     bbox = (-8700000.0, 2700000.0, -8500000.0, 2900000.0)
-    pool = RenderPool(settings.mapnik_dir, 1, limits=RenderLimits(3, 1, timeout_s=60))
-
-    async def run() -> list[object]:
-        big = [pool.render(layer, "en", bbox, 2048, 2048) for _ in range(2)]
-        small = [pool.render(layer, "en", bbox, 256, 256) for _ in range(3)]
-        return await asyncio.gather(*big, *small, return_exceptions=True)
-
+    pool = RenderPool(settings.dirs.mapnik, 1, limits=RenderLimits(3, 1, timeout_s=60))
     try:
-        results = asyncio.run(run())
+        big = [pool.render(layer, "en", RenderArea(bbox, 2048, 2048)) for _ in range(2)]
+        small = [pool.render(layer, "en", RenderArea(bbox, 256, 256)) for _ in range(3)]
+        results = await asyncio.gather(*big, *small, return_exceptions=True)
     finally:
         pool.close()
     refused = [r for r in results if isinstance(r, UnavailableError)]

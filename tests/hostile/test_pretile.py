@@ -30,11 +30,9 @@ from shared.tiles.pretile import (
     count_chunks,
     plan_pretile,
 )
-from tests.api.test_jobs import wait_state
-from tests.api.test_pretile import stored_tiles
-from tests.api.test_raster import job_lines
-from tests.api.test_system import assert_error
-from tests.api.test_tiles import configure
+from tests.checks import assert_error
+from tests.jobs import job_lines, wait_state
+from tests.layers import configure, stored_tiles
 
 #: the whole grid, in degrees
 WORLD = [-180.0, -85.0511287798066, 180.0, 85.0511287798066]
@@ -213,7 +211,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
 ) -> None:
     """A run ended by someone else (a watchdog, the API) or lost frees its layer."""
     store = JobStore(rdb, settings)
-    lock = PretileLock(store, scene, settings.job_time_limit_s)
+    lock = PretileLock(store, scene, settings.jobs.job_time_limit_s)
     stalled = str(uuid.uuid4())
     store.create(stalled, "pretile", {"style": scene})
     assert lock.acquire(stalled) is None
@@ -234,7 +232,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
     r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=9")
     assert r.status_code == 200, r.text
     # a lock naming a job whose record is gone (expired), set long ago
-    rdb.set(lock.key, str(uuid.uuid4()), ex=settings.job_time_limit_s - 60)
+    rdb.set(lock.key, str(uuid.uuid4()), ex=settings.jobs.job_time_limit_s - 60)
     r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=9")
     assert r.status_code == 200, r.text
     assert r.json()["skipped"] == 6
@@ -304,7 +302,7 @@ def test_a_large_run_queues_a_few_batches_and_can_be_cancelled(
 
 
 def test_a_chunk_of_an_expired_run_writes_no_key(settings: Settings, rdb: redis.Redis) -> None:
-    counters = PretileCounters(rdb, str(uuid.uuid4()), settings.events_ttl_s)
+    counters = PretileCounters(rdb, str(uuid.uuid4()), settings.jobs.events_ttl_s)
     chunk = Chunk(3, 0, 0, 1, 1)
     assert counters.attempt(chunk) == 0
     assert counters.add(chunk, {"rendered": 4}) is False

@@ -36,7 +36,7 @@ from shared.convert.server import ConvertServicer, build_server
 from shared.convert.wire import MAX_WORKERS
 from shared.errors import UnavailableError
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import app_client, free_port
 from tests.convert.pdfs import make_pdf, pages_of
 from tests.providers import fakes
@@ -241,7 +241,10 @@ def huge_work_files(merge: Merge) -> Iterator[str]:
     folder.rmdir()
 
 
-def test_a_work_dir_path_is_checked_before_it_is_read(merge: Merge, huge_work_files: str) -> None:
+@pytest.mark.anyio
+async def test_a_work_dir_path_is_checked_before_it_is_read(
+    merge: Merge, huge_work_files: str
+) -> None:
     junk, huge = f"{huge_work_files}/junk.pdf", f"{huge_work_files}/huge.pdf"
     calls = merge.servicer.stats.calls
     with _nothing_lost(merge):
@@ -259,23 +262,20 @@ def test_a_work_dir_path_is_checked_before_it_is_read(merge: Merge, huge_work_fi
     assert merge.servicer.stats.calls == calls + 1  # refused by the API, before any call
 
     # the Convert server, asked directly, checks the same way before it reads
-    async def direct() -> tuple[grpc.aio.AioRpcError, grpc.aio.AioRpcError]:
-        errors = []
-        for path in (junk, huge):
-            server, port = build_server(merge.settings, 0)
-            server.start()
-            try:
-                async with ConvertClient(f"127.0.0.1:{port}", timeout_s=10) as client:
-                    request = convert_pb2.PdfMergeRequest(files=[convert_pb2.PdfSource(path=path)])
-                    with pytest.raises(grpc.aio.AioRpcError) as caught:
-                        await client.pdf_merge_message(request)
-                errors.append(caught.value)
-            finally:
-                server.stop(None).wait(10)
-        return errors[0], errors[1]
-
     t0 = time.monotonic()
-    not_pdf, too_large = asyncio.run(direct())
+    errors = []
+    for path in (junk, huge):
+        server, port = build_server(merge.settings, 0)
+        server.start()
+        try:
+            async with ConvertClient(f"127.0.0.1:{port}", timeout_s=10) as client:
+                request = convert_pb2.PdfMergeRequest(files=[convert_pb2.PdfSource(path=path)])
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await client.pdf_merge_message(request)
+            errors.append(caught.value)
+        finally:
+            server.stop(None).wait(10)
+    not_pdf, too_large = errors
     assert time.monotonic() - t0 < 5
     assert (not_pdf.code(), not_pdf.details()) == (
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -285,7 +285,8 @@ def test_a_work_dir_path_is_checked_before_it_is_read(merge: Merge, huge_work_fi
     assert "MAPSVC_UPLOAD_MAX_FILE_BYTES" in (too_large.details() or "")
 
 
-def test_convert_runs_ten_calls_and_refuses_past_its_queue(merge: Merge) -> None:
+@pytest.mark.anyio
+async def test_convert_runs_ten_calls_and_refuses_past_its_queue(merge: Merge) -> None:
     """10 calls run; with no waiting place the 11th is refused at once, as "busy" (503)."""
     release, entered = threading.Event(), threading.Semaphore(0)
 
@@ -298,8 +299,7 @@ def test_convert_runs_ten_calls_and_refuses_past_its_queue(merge: Merge) -> None
     server, port = build_server(no_queue, 0, servicer=servicer)
     server.start()
     address = f"127.0.0.1:{port}"
-
-    async def calls() -> list[int]:
+    try:
         async with ConvertClient(address, timeout_s=30) as client:
             running = [
                 asyncio.create_task(client.pdf_merge([PdfFile(data=PDF)]))
@@ -323,29 +323,27 @@ def test_convert_runs_ten_calls_and_refuses_past_its_queue(merge: Merge) -> None
                 "busy; try again later"
             )
             release.set()
-            return [result.page_count for result in await asyncio.gather(*running)]
-
-    try:
-        assert asyncio.run(calls()) == [1] * MAX_WORKERS
+            page_counts = [result.page_count for result in await asyncio.gather(*running)]
+        assert page_counts == [1] * MAX_WORKERS
     finally:
         release.set()
         server.stop(None).wait(10)
     assert (servicer.stats.calls, servicer.stats.peak) == (MAX_WORKERS, MAX_WORKERS)
 
 
-def test_convert_queues_the_eleventh_call_by_default(merge: Merge) -> None:
+@pytest.mark.anyio
+async def test_convert_queues_the_eleventh_call_by_default(merge: Merge) -> None:
     release, entered = threading.Event(), threading.Semaphore(0)
 
     def hold(index: int, name: str) -> None:
         entered.release()
         release.wait(20)
 
-    assert merge.settings.convert_max_pending > 0
+    assert merge.settings.convert.max_pending > 0
     servicer = ConvertServicer(merge.settings, on_file=hold)
     server, port = build_server(merge.settings, 0, servicer=servicer)
     server.start()
-
-    async def calls() -> list[int]:
+    try:
         async with ConvertClient(f"127.0.0.1:{port}", timeout_s=30) as client:
             tasks = [
                 asyncio.create_task(client.pdf_merge([PdfFile(data=PDF)]))
@@ -357,10 +355,8 @@ def test_convert_queues_the_eleventh_call_by_default(merge: Merge) -> None:
             assert servicer.stats.active == MAX_WORKERS  # the 11th waits for a worker
             assert not any(task.done() for task in tasks)
             release.set()
-            return [result.page_count for result in await asyncio.gather(*tasks)]
-
-    try:
-        assert asyncio.run(calls()) == [1] * (MAX_WORKERS + 1)
+            page_counts = [result.page_count for result in await asyncio.gather(*tasks)]
+        assert page_counts == [1] * (MAX_WORKERS + 1)
     finally:
         release.set()
         server.stop(None).wait(10)
@@ -387,7 +383,7 @@ def _listening(port: int) -> set[str]:
 
 
 def test_convert_binds_to_loopback_unless_configured(merge: Merge) -> None:
-    assert merge.settings.convert_bind == "127.0.0.1"
+    assert merge.settings.convert.bind == "127.0.0.1"
     # by default: loopback only; `0.0.0.0` and `::` (gRPC's dual-stack wildcard) when asked
     for bind, expected in [(None, [{"127.0.0.1"}]), ("::", [{"::"}, {"0.0.0.0", "::"}])]:
         settings = merge.settings

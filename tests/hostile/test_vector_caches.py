@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.cache import ENTRY_OVERHEAD, ByteBudget, cached_json
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import pg, served
 from tests.providers import fakes
 

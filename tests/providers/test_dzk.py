@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import PG_SERVER, app_client
 from tests.providers import fakes
 

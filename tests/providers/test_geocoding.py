@@ -7,7 +7,7 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import app_client, with_providers
 from tests.providers import fakes
 

@@ -13,7 +13,7 @@ from affine import Affine
 from starlette.testclient import TestClient
 
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import SHARED_DATA, app_client, with_providers
 from tests.providers import fakes
 
@@ -47,7 +47,7 @@ def gdal_value(dem: Path, lon: float, lat: float) -> float:
 
 @pytest.fixture(scope="module")
 def dem_dir(settings: Settings) -> Path:
-    root = settings.dem_dir
+    root = settings.dirs.dem
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(ZIP, root / ZIP.name)
     # a GeoTIFF in Web Mercator with a nodata hole, elsewhere in the world (0..0.01°E, 0..0.01°N)

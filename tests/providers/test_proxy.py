@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from shared.errors import ForbiddenError
 from shared.providers.proxy import GuardedTransport
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import app_client
 from tests.providers import fakes
 
@@ -155,7 +155,8 @@ def test_empty_allowlist_refuses_everything(bare_client: TestClient, fake_base: 
     assert not fakes.CALLS["proxy"]
 
 
-def test_every_connection_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.anyio
+async def test_every_connection_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name that resolved to a public address, then to loopback (DNS rebinding)."""
     answers = [["93.184.215.14"], ["127.0.0.1"], ["93.184.215.14", "10.1.2.3"]]
     connected: list[str] = []
@@ -167,14 +168,11 @@ def test_every_connection_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> N
         connected.append(request.url.host)  # never a real connection to a public address
         return httpx.Response(204)
 
-    async def run() -> None:
-        transport = GuardedTransport(lambda: httpx.MockTransport(record))
-        request = httpx.Request("GET", "http://rebind.example.org/")
-        monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
-        await transport.handle_async_request(request)
-        for _ in range(2):
-            with pytest.raises(ForbiddenError):
-                await transport.handle_async_request(request)
-
-    asyncio.run(run())
+    transport = GuardedTransport(lambda: httpx.MockTransport(record))
+    request = httpx.Request("GET", "http://rebind.example.org/")
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
+    await transport.handle_async_request(request)
+    for _ in range(2):
+        with pytest.raises(ForbiddenError):
+            await transport.handle_async_request(request)
     assert connected == ["93.184.215.14"]  # the checked address, and only the first time

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 
 from shared.providers.routers.valhalla import decode_polyline6
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import app_client
 from tests.providers import fakes
 

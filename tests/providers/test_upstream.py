@@ -16,7 +16,7 @@ from shared.errors import UpstreamConnectTimeoutError
 from shared.providers.config import Provider
 from shared.providers.upstream import Upstream, make_http_client
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import app_client, free_port, with_providers
 from tests.providers import fakes
 
@@ -94,11 +94,8 @@ def full_backlog() -> Iterator[int]:
     server.close()
 
 
-def test_connect_timeout(settings: Settings, full_backlog: int) -> None:
-    asyncio.run(_test_connect_timeout(settings, full_backlog))
-
-
-async def _test_connect_timeout(settings: Settings, full_backlog: int) -> None:
+@pytest.mark.anyio
+async def test_connect_timeout(settings: Settings, full_backlog: int) -> None:
     redis_client = aioredis.Redis.from_url(settings.redis_url)
     http = make_http_client(settings.model_copy(update={"provider_connect_timeout_s": 0.3}))
     upstream = Upstream(http, redis_client, retries=0)
@@ -121,11 +118,8 @@ def test_connect_timeout_status(psettings: Settings, full_backlog: int) -> None:
     assert_error(r.json(), "upstream-connect-timeout")
 
 
-def test_rate_limit_is_shared_by_processes(settings: Settings, fake_base: str) -> None:
-    asyncio.run(_test_rate_limit_is_shared_by_processes(settings, fake_base))
-
-
-async def _test_rate_limit_is_shared_by_processes(settings: Settings, fake_base: str) -> None:
+@pytest.mark.anyio
+async def test_rate_limit_is_shared_by_processes(settings: Settings, fake_base: str) -> None:
     """Two upstreams (two API processes) together never exceed the provider's rate."""
     rate = 5.0
     provider = Provider("nominatim", f"{fake_base}/nominatim", rate_per_s=rate)
@@ -156,11 +150,8 @@ async def _test_rate_limit_is_shared_by_processes(settings: Settings, fake_base:
     assert all(t - times[0] > k / rate - 0.1 for k, t in enumerate(times)), times
 
 
-def test_rate_limit_refuses_a_long_wait(settings: Settings, fake_base: str) -> None:
-    asyncio.run(_test_rate_limit_refuses_a_long_wait(settings, fake_base))
-
-
-async def _test_rate_limit_refuses_a_long_wait(settings: Settings, fake_base: str) -> None:
+@pytest.mark.anyio
+async def test_rate_limit_refuses_a_long_wait(settings: Settings, fake_base: str) -> None:
     provider = Provider("nominatim", f"{fake_base}/nominatim", rate_per_s=1)
     redis_client = aioredis.Redis.from_url(settings.redis_url)
     http = make_http_client(settings)
@@ -186,13 +177,14 @@ def test_the_key_stays_out_of_the_cache_key(psettings: Settings, pclient: TestCl
     assert all("here-key" not in k and "here-key" not in (rdb.get(k) or "") for k in keys)
 
 
-def test_http_client_has_explicit_limits(psettings: Settings) -> None:
+@pytest.mark.anyio
+async def test_http_client_has_explicit_limits(psettings: Settings) -> None:
     http = make_http_client(psettings)
     try:
         assert http.timeout == httpx.Timeout(1.0, connect=0.5)
         assert not http.follow_redirects
     finally:
-        asyncio.run(http.aclose())
+        await http.aclose()
 
 
 def test_cache_ttl_is_the_providers(psettings: Settings, pclient: TestClient) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -42,7 +41,8 @@ def test_a_job_gets_exactly_one_final_line(store: JobStore, rdb: redis.Redis) ->
     assert 0 < rdb.ttl(events.job_stream(job_id)) <= store.ttl_s
 
 
-def test_follow_replays_from_an_entry_and_times_out_idle(
+@pytest.mark.anyio
+async def test_follow_replays_from_an_entry_and_times_out_idle(
     store: JobStore, settings: Settings
 ) -> None:
     job_id = new_job(store)
@@ -58,12 +58,12 @@ def test_follow_replays_from_an_entry_and_times_out_idle(
         await client.aclose()
         return got
 
-    replay = asyncio.run(read("0", 6))
+    replay = await read("0", 6)
     assert [e.text for e in replay[:5] if e] == [f"line {i}" for i in range(5)]
     assert replay[5] is None  # idle tick after the last line
-    resumed = asyncio.run(read(ids[2] or "", 2))
+    resumed = await read(ids[2] or "", 2)
     assert [e.text if e else None for e in resumed] == ["line 3", "line 4"]
-    assert asyncio.run(read("$", 1)) == [None]
+    assert await read("$", 1) == [None]
 
 
 def test_reporter_lines_end_with_elapsed_ms(store: JobStore, rdb: redis.Redis) -> None:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.api.test_system import assert_error
+from tests.checks import assert_error
 from tests.conftest import pg
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from tests.api.test_jobs import wait_running, wait_state
+from tests.jobs import wait_running, wait_state
 from tests.sse import read_job_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]

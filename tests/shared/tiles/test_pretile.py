@@ -1,0 +1,150 @@
+"""Pre-tiling plans, their chunks, and the run's counters in Redis."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from shared.errors import InvalidInputError, UnprocessableError
+from shared.tiles.grid import TileAddress
+from shared.tiles.pretile import (
+    CHUNK,
+    Chunk,
+    PretileCounters,
+    check_ceiling,
+    check_zooms,
+    chunks,
+    count_chunks,
+    plan_pretile,
+)
+from tests.conftest import REDIS_URL
+
+WORLD = [-180.0, -85.0511287798066, 180.0, 85.0511287798066]
+#: the footprint of the Landsat scene of the shared rasters
+SCENE = [-78.9586, 23.565, -76.5749, 25.5509]
+
+
+def zooms(plan: dict[str, Any]) -> list[tuple[int, int, bool]]:
+    return [(z["zoom"], z["tiles"], z["tiled"]) for z in plan["zooms"]]
+
+
+def test_whole_zooms_are_tiled_while_they_fit_under_the_cap() -> None:
+    plan = plan_pretile(WORLD, 2, 6, cap=100)
+
+    assert zooms(plan) == [(2, 16, True), (3, 64, True), (4, 256, False), (5, 1024, False)]
+    assert (plan["total"], plan["cut"]) == (80, [4, 5])
+    assert (plan["minzoom"], plan["maxzoom"], plan["cap"]) == (2, 6, 100)
+
+
+def test_the_first_zoom_is_tiled_whole_but_not_past_the_ceiling() -> None:
+    plan = plan_pretile(WORLD, 4, 6, cap=100, ceiling=256)
+    assert zooms(plan) == [(4, 256, True), (5, 1024, False)]
+    assert (plan["total"], plan["over_ceiling"]) == (256, False)
+    check_ceiling(plan)
+
+    over = plan_pretile(WORLD, 4, 6, cap=100, ceiling=255)
+    assert over["over_ceiling"] is True
+    with pytest.raises(UnprocessableError, match="256 tiles, above the ceiling of 255") as caught:
+        check_ceiling(over)
+    assert caught.value.detail == {"plan": over}
+
+
+def test_a_footprint_on_tile_edges_takes_no_tile_beyond_them() -> None:
+    # zoom 2 tiles are 90 degrees wide: 0..90 E is one column, 0..10 N lies in one row
+    plan = plan_pretile([0.0, 0.0, 90.0, 10.0], 2, 3)
+    assert zooms(plan) == [(2, 1, True)]
+    assert [list(c.tiles()) for c in chunks([0.0, 0.0, 90.0, 10.0], plan)] == [
+        [TileAddress(2, 2, 1)]
+    ]
+    # latitudes past the grid's edge are clamped to it
+    assert zooms(plan_pretile([-180.0, -90.0, 180.0, 90.0], 1, 2)) == [(1, 4, True)]
+
+
+@pytest.mark.parametrize(
+    ("minzoom", "maxzoom", "parameter"),
+    [
+        (-1, 3, "minzoom"),
+        (25, 26, "minzoom"),
+        (3, 26, "maxzoom"),
+        (3, 3, "minzoom"),
+        (5, 4, "minzoom"),
+    ],
+)
+def test_a_bad_zoom_range_is_refused(minzoom: int, maxzoom: int, parameter: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        check_zooms(minzoom, maxzoom)
+    assert caught.value.detail == {"parameter": parameter}
+    with pytest.raises(InvalidInputError):
+        plan_pretile(SCENE, minzoom, maxzoom)
+
+
+def test_chunks_cover_each_planned_tile_once_and_only_those() -> None:
+    plan = plan_pretile(SCENE, 6, 12)
+    every = list(chunks(SCENE, plan))
+
+    assert len(every) == count_chunks(SCENE, plan)
+    tiles = [t for c in every for t in c.tiles()]
+    assert len(tiles) == len(set(tiles)) == plan["total"]
+    for entry in plan["zooms"]:
+        assert sum(t.z == entry["zoom"] for t in tiles) == (entry["tiles"] if entry["tiled"] else 0)
+    assert all(t.intersects(SCENE) for t in tiles)
+    assert all(c.size == len(list(c.tiles())) <= CHUNK * CHUNK for c in every)
+
+
+def test_chunks_resume_from_any_position() -> None:
+    plan = plan_pretile(SCENE, 6, 12)
+    every = list(chunks(SCENE, plan))
+    first_of_zoom_11 = next(i for i, c in enumerate(every) if c.z == 11)
+
+    for start in (0, 1, first_of_zoom_11 - 1, first_of_zoom_11, len(every) - 1, len(every)):
+        assert list(chunks(SCENE, plan, start)) == every[start:], start
+
+
+def test_a_chunk_lists_its_tiles_row_by_row() -> None:
+    chunk = Chunk(5, 2, 3, 3, 4)
+
+    assert chunk.size == 4
+    assert list(chunk.tiles()) == [
+        TileAddress(5, 2, 3),
+        TileAddress(5, 3, 3),
+        TileAddress(5, 2, 4),
+        TileAddress(5, 3, 4),
+    ]
+
+
+@pytest.fixture
+def counters() -> Iterator[PretileCounters]:
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    run = PretileCounters(client, str(uuid.uuid4()), ttl_s=60)
+    yield run
+    client.delete(run.key, f"{run.key}:chunks")
+    client.close()
+
+
+def test_the_counters_count_each_chunk_once_and_end_the_run_at_its_total(
+    counters: PretileCounters,
+) -> None:
+    plan = plan_pretile(WORLD, 1, 3)  # one chunk of 4 tiles, one of 16
+    first, second = chunks(WORLD, plan)
+    counters.start(plan)
+
+    assert [counters.attempt(first), counters.attempt(first)] == [1, 2]
+    assert counters.add(first, {"rendered": 3, "empty": 1}) is False
+    assert counters.add(first, {"rendered": 3, "empty": 1}) is False  # delivered again
+    assert counters.add(second, {"rendered": 10, "skipped": 6}, error="boom") is True
+
+    summary = counters.summary()
+    assert summary["zooms"] == [
+        {"zoom": 1, "tiles": 4, "rendered": 3, "skipped": 0, "empty": 1, "errors": 0},
+        {"zoom": 2, "tiles": 16, "rendered": 10, "skipped": 6, "empty": 0, "errors": 1},
+    ]
+    assert (summary["rendered"], summary["skipped"], summary["empty"]) == (13, 6, 1)
+    assert (summary["done"], summary["first_error"], summary["plan"]) == (19, "boom", plan)
+    text, progress = counters.progress_line(2)
+    assert text.startswith("Zoom 2: 16/16 tiles, ")
+    assert progress == 19 / 20
+    assert 0 < counters.client.ttl(counters.key) <= 60
