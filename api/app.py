@@ -8,16 +8,22 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import sqlalchemy.exc
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount
 
+from api.authn import AuthenticationMiddleware, Authenticator, auth_engine
+from api.cors import cors_middleware
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
-from api.routes import ROUTES
+from api.quotas import QuotaMiddleware
+from api.routes import ROOT_ROUTES, ROUTES
 from api.services import Services
+from shared.auth.migrate import upgrade
+from shared.auth.tokens import signing_keys
 from shared.convert.client import convert_client
 from shared.jobs import JobStore
 from shared.providers.dem import DemCatalog
@@ -33,6 +39,8 @@ from shared.vector.catalog import Catalogue
 from shared.vector.db import make_engine
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("mapsvc.api")
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -63,6 +71,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ),
         )
         http = make_http_client(settings)
+        auth_db = auth_engine(settings)
+        try:
+            await asyncio.to_thread(upgrade, settings.database_url)
+        except sqlalchemy.exc.OperationalError as exc:  # answers 503 until PostgreSQL is back
+            log.warning("auth tables not migrated, PostgreSQL is unreachable: %s", exc.orig)
         built = Services(
             settings=settings,
             redis=sync_redis,
@@ -88,6 +101,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             dem=DemCatalog(settings.dirs.dem),
             proxy_http=make_proxy_client(settings),
             proxy_policy=ProxyPolicy.from_settings(settings),
+            authenticator=Authenticator(settings, auth_db, aredis, signing_keys(settings)),
         )
         # in the background: the API answers at once, the first renders find Mapnik loaded
         warming = (
@@ -110,6 +124,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await built.jobs.aclose()
             await built.db.dispose()
             await built.ready_db.dispose()
+            auth_db.dispose()
             await built.aredis.aclose()
             built.redis.close()
 
@@ -117,10 +132,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         routes=[
             Mount(USER_PREFIX, routes=ROUTES, name="api-user"),
             Mount(V1_PREFIX, routes=ROUTES, name="api-v1"),
+            *ROOT_ROUTES,
         ],
         middleware=[
             Middleware(RequestIdMiddleware),
+            cors_middleware(settings),  # before the Host check: its 400 is readable too
             Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),
+            Middleware(AuthenticationMiddleware),
+            Middleware(QuotaMiddleware, settings=settings.auth),
         ],
         lifespan=lifespan,
     )

@@ -18,8 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+import sqlalchemy.exc
 
+from api import cli_auth
 from api.mounts import USER_PREFIX, V1_PREFIX
+from shared.auth.tokens import flower_basic_auth
 from shared.queues import QUEUES
 from shared.settings import Settings
 
@@ -48,7 +51,9 @@ def _worker_argv(settings: Settings, queues: str, concurrency: int, beat: bool =
 
 
 def _flower_argv(settings: Settings) -> list[str]:
+    # Flower asks for a login and password of its own (from the settings or the secrets file)
     argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "flower"]
+    argv += [f"--basic-auth={flower_basic_auth(settings)}"]
     return argv + [f"--port={settings.flower_port}", f"--address={settings.host}"]
 
 
@@ -95,7 +100,7 @@ def _demo_data(settings: Settings, data_dir: Path | None, replace: bool) -> int:
         return 2
     settings.ensure_work_dir()
     copied = copy_rasters(data_dir, settings.work_dir)
-    print(f"rasters: {len(copied)} copied into {settings.work_dir / 'map' / 'raster'}")
+    print(f"rasters: {len(copied)} copied into {settings.dirs.raster}")
     engine = create_engine(settings.database_url, connect_args={"connect_timeout": 3})
     try:
         print(f"countries: {load_countries(engine, data_dir, replace=replace)} rows in PostGIS")
@@ -120,11 +125,28 @@ def _wait_ready(url: str, procs: Sequence[subprocess.Popen[bytes]], timeout_s: f
     return False
 
 
+def _credentials_hint(settings: Settings, base: str, key_file: Path | None) -> str:
+    """How a newcomer calls the API: with the first admin key, or the configured one."""
+    if key_file is not None:
+        header = f'-H "Authorization: Bearer $(cat {key_file})"'
+        return (
+            f"  admin key in {key_file} (make more: mapsvc key create NAME --role reader)\n"
+            f"  try      curl {header} {base}{USER_PREFIX}/gis-raster\n"
+            f"  events   curl -N {header} {base}{USER_PREFIX}/events\n"
+        )
+    return "  credentials: MAPSVC_ADMIN_API_KEY, or keys made with `mapsvc key create`\n"
+
+
 def _up(settings: Settings) -> int:
     """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
     # the API reaches the Convert server started here unless another address is configured
     convert_address = settings.convert.server_address or f"127.0.0.1:{settings.convert.port}"
     api_env = {**os.environ, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
+    try:
+        key_file = cli_auth.first_admin_key(settings)
+    except sqlalchemy.exc.OperationalError as exc:
+        print(f"PostgreSQL not reachable, no admin key made: {exc.orig}", file=sys.stderr)
+        key_file = None
     procs = [
         subprocess.Popen(_serve_argv(settings), env=api_env),
         *(
@@ -145,11 +167,13 @@ def _up(settings: Settings) -> int:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     base = f"http://{settings.host}:{settings.port}"
+    flower_login = flower_basic_auth(settings).partition(":")[0]
     if _wait_ready(f"{base}{USER_PREFIX}/ready", procs, timeout_s=90):
         print(
             f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)\n"
-            f"  ready    {base}{USER_PREFIX}/ready\n  events   curl -N {base}{USER_PREFIX}/events\n"
-            f"  Flower   http://{settings.host}:{settings.flower_port}/\n"
+            f"  ready    {base}{USER_PREFIX}/ready\n{_credentials_hint(settings, base, key_file)}"
+            f"  Flower   http://{settings.host}:{settings.flower_port}/  (login {flower_login},"
+            " password in the secrets file or MAPSVC_FLOWER_BASIC_AUTH)\n"
             f"  convert  {convert_address} (gRPC; POST {base}{USER_PREFIX}/pdf-merge)\n"
             "Ctrl-C stops all.\n",
             flush=True,
@@ -196,10 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
     demo.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/data")
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
+    cli_auth.add_commands(sub)
     args = parser.parse_args(argv)
 
     settings = Settings()
     logging.basicConfig(level=settings.log_level)
+    done = cli_auth.run(args, settings)
+    if done is not None:
+        return done
     if args.command == "serve":
         return _exec(_serve_argv(settings, args.reload))
     if args.command == "worker":

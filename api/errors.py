@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 
 import redis.exceptions
 import sqlalchemy.exc
@@ -32,7 +33,13 @@ from shared.errors import (
     UpstreamUnreachableError,
 )
 
-__all__ = ["error_response", "install_error_handlers", "status_of"]
+__all__ = [
+    "error_for",
+    "error_response",
+    "install_error_handlers",
+    "status_of",
+    "www_authenticate",
+]
 
 log = logging.getLogger("mapsvc.api")
 
@@ -57,6 +64,13 @@ STATUS: dict[type[MapsvcError], int] = {
 }
 
 _HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}
+
+
+def www_authenticate(error: str | None = None) -> str:
+    """The ``WWW-Authenticate`` header of a 401: the schemes this service takes (RFC 6750's
+    ``error`` only when credentials came and were not valid)."""
+    bearer = 'Bearer realm="mapsvc"' + (f', error="{error}"' if error else "")
+    return f'{bearer}, Basic realm="mapsvc", ApiKey realm="mapsvc"'
 
 
 def status_of(error: MapsvcError) -> int:
@@ -85,6 +99,8 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     if status >= 500:
         log.error("request %s: %s: %s", _request_id(request), exc.code, exc.message)
     response = error_response(request, status, exc.code, exc.message, exc.detail)
+    if isinstance(exc, UnauthorizedError):
+        response.headers["WWW-Authenticate"] = www_authenticate()
     retry_after = exc.detail.get("retry_after_s")
     if isinstance(retry_after, int | float):  # a busy service says when to come back
         response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
@@ -134,14 +150,29 @@ async def _unhandled(request: Request, exc: Exception) -> Response:
     )
 
 
+_Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+#: the handler of each kind of failure, most specific first
+_HANDLERS: tuple[tuple[type[Exception], _Handler], ...] = (
+    (MapsvcError, _domain_error),
+    (HTTPException, _http_error),
+    (redis.exceptions.ConnectionError, _unavailable),
+    (redis.exceptions.TimeoutError, _unavailable),
+    (BrokerError, _unavailable),
+    (sqlalchemy.exc.OperationalError, _unavailable),
+    (sqlalchemy.exc.InterfaceError, _unavailable),
+    (sqlalchemy.exc.TimeoutError, _unavailable),  # pool exhausted
+    (Exception, _unhandled),
+)
+
+
+async def error_for(request: Request, exc: Exception) -> Response:
+    """The error response of ``exc``, for code outside the routes (middleware)."""
+    handler = next(h for cls, h in _HANDLERS if isinstance(exc, cls))
+    return await handler(request, exc)
+
+
 def install_error_handlers(app: Starlette) -> None:
     """Route every kind of failure to the one JSON error shape."""
-    app.add_exception_handler(MapsvcError, _domain_error)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(redis.exceptions.ConnectionError, _unavailable)
-    app.add_exception_handler(redis.exceptions.TimeoutError, _unavailable)
-    app.add_exception_handler(BrokerError, _unavailable)
-    app.add_exception_handler(sqlalchemy.exc.OperationalError, _unavailable)
-    app.add_exception_handler(sqlalchemy.exc.InterfaceError, _unavailable)
-    app.add_exception_handler(sqlalchemy.exc.TimeoutError, _unavailable)  # pool exhausted
-    app.add_exception_handler(Exception, _unhandled)
+    for cls, handler in _HANDLERS:
+        app.add_exception_handler(cls, handler)

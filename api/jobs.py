@@ -26,9 +26,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api.access import principal_of
 from api.links import job_links
 from api.params import flag
 from shared import events
+from shared.auth.principal import Principal
 from shared.errors import (
     ConflictError,
     InvalidInputError,
@@ -65,6 +67,12 @@ def make_celery_client(settings: Settings) -> Celery:
     client = Celery("mapsvc")
     client.config_from_object(celery_config(settings))
     return client
+
+
+def _check_access(record: JobRecord, principal: Principal) -> None:
+    """Refuse a job record to all but its creator and operators (as if it did not exist)."""
+    if not (principal.has("operator") or (record.owner and record.owner == principal.id)):
+        raise NotFoundError(f"no job {record.id}", job_id=record.id)
 
 
 def check_job_id(job_id: str) -> str:
@@ -132,6 +140,7 @@ class JobService:
         *,
         dedup: bool = False,
         job_id: str | None = None,
+        owner: str = "",
     ) -> str:
         """Record a job and send its task; with ``dedup``, join an unfinished identical job.
 
@@ -141,21 +150,29 @@ class JobService:
             params: keyword arguments of the task (JSON).
             dedup: reuse the job already running with the same kind and parameters.
             job_id: the id of the new job, when the caller chose it (to lock on it first).
+            owner: the id of the principal starting it.
 
         Returns:
             The job id.
         """
-        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup, job_id)
+        job_id = job_id or str(uuid.uuid4())
+        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup, job_id, owner)
 
     def _enqueue(
-        self, kind: str, task_name: str, params: dict[str, Any], dedup: bool, job_id: str | None
+        self,
+        kind: str,
+        task_name: str,
+        params: dict[str, Any],
+        dedup: bool,
+        job_id: str,
+        owner: str,
     ) -> str:
-        job_id = job_id or str(uuid.uuid4())
         if dedup:
-            running = self.store.claim(kind, params, job_id, self.settings.jobs.job_time_limit_s)
+            time_limit = self.settings.jobs.job_time_limit_s
+            running = self.store.claim(kind, params, job_id, time_limit, owner)
             if running is not None:
                 return running
-        self.store.create(job_id, kind, params)
+        self.store.create(job_id, kind, params, owner)
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
 
@@ -164,9 +181,12 @@ class JobService:
         it answers ``request``.
 
         Raises:
-            NotFoundError: no such job (or it expired).
+            NotFoundError: no such job (or it expired), or one ``request``'s principal may
+                not see (its creator and operators may).
         """
         record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
+        if request is not None:
+            _check_access(record, principal_of(request))
         return {
             "id": record.id,
             "kind": record.kind,
@@ -210,20 +230,21 @@ class JobService:
         )
         return record, record.outcome or _CELERY_STATES.get(celery_state, "running")
 
-    async def cancel(self, job_id: str) -> bool:
+    async def cancel(self, job_id: str, principal: Principal) -> bool:
         """Cancel a job: a queued job ends at once, a running one at its next progress line.
 
         Returns:
             True when the job ended now, False when it will stop at its next line.
 
         Raises:
-            NotFoundError: no such job.
+            NotFoundError: no such job, or one ``principal`` may not see.
             ConflictError: the job has already finished.
         """
-        return await run_in_threadpool(self._cancel, check_job_id(job_id))
+        return await run_in_threadpool(self._cancel, check_job_id(job_id), principal)
 
-    def _cancel(self, job_id: str) -> bool:
+    def _cancel(self, job_id: str, principal: Principal) -> bool:
         record, _ = self._settled(job_id)
+        _check_access(record, principal)
         if record.outcome is not None:
             raise ConflictError(f"job {job_id} has already {record.outcome}", state=record.outcome)
         self.store.request_cancel(job_id)
@@ -271,13 +292,17 @@ class JobService:
             UnavailableError: the stream pool has no connection to wait with; nothing was
                 enqueued (503 with ``Retry-After``).
         """
-        ended = False
+        ended, owner = False, principal_of(request).id
         if flag(request, "async") or self.settings.jobs.job_wait_s <= 0:
-            job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
+            job_id = await self.enqueue(
+                kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner
+            )
         else:
             # the connection first: when there is none, the job is refused, not left unwatched
             async with held_client(self.stream_pool) as client:
-                job_id = await self.enqueue(kind, task_name, params, dedup=dedup, job_id=job_id)
+                job_id = await self.enqueue(
+                    kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner
+                )
                 ended = await self.wait_final(client, job_id, self.settings.jobs.job_wait_s)
         headers = {"X-Job-ID": job_id}
         if ended:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # api.jobs reads parameters through api.params, which reaches
     from celery import Celery
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from api.authn import Authenticator
     from api.jobs import JobService
     from shared.convert.client import ConvertClient
     from shared.providers.dem import DemCatalog
@@ -56,6 +57,8 @@ class Services:
     proxy_http: httpx.AsyncClient
     """``gis-url-proxy``'s client: guarded connections."""
     proxy_policy: ProxyPolicy
+    authenticator: Authenticator
+    """Credentials to principals: API keys and logins (PostgreSQL), tokens (signing keys)."""
 
 
 def services(conn: HTTPConnection) -> Services:

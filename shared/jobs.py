@@ -95,6 +95,8 @@ class JobRecord:
     worker: str | None
     heartbeat: float | None
     """When the job last started or wrote a line (None: not started)."""
+    owner: str = ""
+    """The id of the principal that started the job (``key:…``, ``user:…``)."""
 
 
 def _float(value: str | None) -> float | None:
@@ -111,16 +113,23 @@ class JobStore:
         self._update = client.register_script(_UPDATE)
         self._count_attempt = client.register_script(COUNT_IF_EXISTS)
 
-    def create(self, job_id: str, kind: str, params: dict[str, Any]) -> None:
-        """Record a job as it is enqueued."""
+    def create(self, job_id: str, kind: str, params: dict[str, Any], owner: str = "") -> None:
+        """Record a job as it is enqueued, and who started it."""
         key = _record_key(job_id)
-        mapping = {"kind": kind, "params": json.dumps(params), "created": repr(time.time())}
+        mapping = {
+            "kind": kind,
+            "params": json.dumps(params),
+            "created": repr(time.time()),
+            "owner": owner,
+        }
         pipe = self.client.pipeline()
         pipe.hset(key, mapping=cast(dict[Any, Any], mapping))
         pipe.expire(key, self.ttl_s)
         pipe.execute()
 
-    def claim(self, kind: str, params: dict[str, Any], job_id: str, ttl_s: int) -> str | None:
+    def claim(
+        self, kind: str, params: dict[str, Any], job_id: str, ttl_s: int, owner: str = ""
+    ) -> str | None:
         """Claim a job's kind and parameters for ``job_id``, unless an identical job is unfinished.
 
         The claim is a key per hash of the kind and the normalised parameters, kept ``ttl_s``
@@ -131,12 +140,14 @@ class JobStore:
             params: the job's parameters (JSON).
             job_id: the id of the job about to be enqueued.
             ttl_s: how long the claim lasts.
+            owner: who starts it; another principal's identical job is not joined (its record
+                is not theirs to read).
 
         Returns:
             None when the claim is now ``job_id``'s; else the id of the unfinished identical job.
         """
         digest = hashlib.sha1(
-            json.dumps([kind, params], sort_keys=True).encode(), usedforsecurity=False
+            json.dumps([kind, params, owner], sort_keys=True).encode(), usedforsecurity=False
         ).hexdigest()
         key = f"mapsvc:dedup:{digest}"
         if self.client.set(key, job_id, nx=True, ex=ttl_s):
@@ -168,6 +179,7 @@ class JobStore:
             error=json.loads(data["error"]) if data.get("error") else None,
             worker=data.get("worker"),
             heartbeat=_float(data.get("beat")),
+            owner=data.get("owner", ""),
         )
 
     def update(self, job_id: str, **fields: str | float) -> None:

@@ -8,7 +8,19 @@ from typing import Any
 
 from rasterio.crs import CRS
 
-__all__ = ["CRS_JSON_KEYS", "CRS_TEXT_KEYS", "REGISTRY_CRS", "assert_error", "assert_same"]
+__all__ = [
+    "ADMIN_KEY",
+    "AUTH",
+    "CRS_JSON_KEYS",
+    "CRS_TEXT_KEYS",
+    "REGISTRY_CRS",
+    "assert_error",
+    "assert_same",
+]
+
+#: the admin key of the test settings (``MAPSVC_ADMIN_API_KEY``), and the header that sends it
+ADMIN_KEY = "test-admin-key-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 #: gdalinfo 3.6 prints the CRS as multi-line WKT2 and PROJJSON from Debian's PROJ 9.1 and its
 #: EPSG database; rasterio's wheel carries GDAL 3.10, a newer PROJ and a newer database. So for

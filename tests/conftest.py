@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp
 from api.app import create_app
 from shared.demo import load_countries
 from shared.settings import PROVIDER_DEFAULTS, Settings, env_values
+from tests.checks import ADMIN_KEY, AUTH
 from tests.providers import fakes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +83,12 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         job_watchdog_interval_s=2,  # the worker's beat checks for stalled jobs often
         allowed_hosts="testserver,127.0.0.1,localhost",  # TestClient's host, and live servers
         render_warm_up=False,  # many apps start and stop here: render processes on first use
+        admin_api_key=ADMIN_KEY,  # the suite calls as an admin unless a test says otherwise
+        # the suite is one caller making many calls: quotas are tested on their own
+        rate_tiles_per_min=10**7,
+        rate_data_per_min=10**7,
+        rate_providers_per_min=10**7,
+        rate_jobs_per_min=10**7,
         _env_file=None,  # type: ignore[call-arg]
     )
 
@@ -126,8 +134,7 @@ def worker(
         proc = subprocess.Popen(
             argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
         )
-    client = create_app(settings)
-    with TestClient(client) as tc:
+    with admin_client(create_app(settings)) as tc:
         deadline = time.monotonic() + 60
         while tc.get("/api-user/ready").status_code != 200:
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -144,7 +151,7 @@ def worker(
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """The API in-process (lifespan run), errors answered as a user would see them."""
-    with TestClient(create_app(settings), raise_server_exceptions=False) as tc:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as tc:
         yield tc
 
 
@@ -160,7 +167,7 @@ def served_app(app: ASGIApp, ready_path: str) -> Iterator[str]:
     deadline = time.monotonic() + 20
     while True:
         try:
-            if httpx.get(f"{base}{ready_path}").status_code == 200:
+            if httpx.get(f"{base}{ready_path}", headers=AUTH).status_code == 200:
                 break
         except httpx.HTTPError:
             if time.monotonic() > deadline:
@@ -279,6 +286,15 @@ def psettings(settings: Settings, fake_base: str) -> Settings:
     )
 
 
+def admin_client(app: ASGIApp, **kwargs: Any) -> TestClient:
+    """A ``TestClient`` of ``app`` whose every request carries the admin key (``AUTH``).
+
+    A request's own ``headers`` still win (e.g. an ``Authorization`` of its own).
+    """
+    # a copy: TestClient adds its user-agent to the dict it is given
+    return TestClient(app, headers=dict(AUTH), **kwargs)
+
+
 def app_client(settings: Settings) -> TestClient:
-    """A client of the API with these settings (use as a context manager)."""
-    return TestClient(create_app(settings), raise_server_exceptions=False)
+    """A client of the API with these settings, as the admin (use as a context manager)."""
+    return admin_client(create_app(settings), raise_server_exceptions=False)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
+from api.openapi import auth_models
+
 __all__ = [
     "CacheDropped",
     "CompressResult",
@@ -323,6 +325,14 @@ class Parcel(BaseModel):
 
 _MODELS: tuple[type[BaseModel], ...] = (
     ErrorResponse,
+    auth_models.User,
+    auth_models.ApiKey,
+    auth_models.ApiKeyCreated,
+    auth_models.OAuthClient,
+    auth_models.OAuthClientCreated,
+    auth_models.Token,
+    auth_models.OAuthError,
+    auth_models.LoginAnswer,
     Job,
     SseEvent,
     Health,

@@ -10,15 +10,25 @@ from pydantic import BaseModel
 from api.openapi.models import ErrorResponse, Job, Schema, ref
 from api.openapi.parameters import ASYNC
 
-__all__ = ["Operation", "any_of", "binary", "content", "heavy", "json_body"]
+__all__ = [
+    "Operation",
+    "any_of",
+    "binary",
+    "content",
+    "error_answer",
+    "heavy",
+    "json_body",
+]
 
 _ERRORS = {
     400: "A malformed parameter, id or path (`invalid-input`, `detail.parameter` names it)",
-    403: "Refused on purpose (`forbidden`)",
+    401: "No credentials, or credentials that are not valid (`unauthorized`)",
+    403: "Refused on purpose, or a role too low (`forbidden`)",
     404: "No such resource (`not-found`)",
     409: "Clashes with the current state (`conflict`, `cancelled`)",
     413: "The body or a file is too large (`payload-too-large`)",
     422: "Well-formed, but the data cannot be used (`unprocessable`)",
+    429: "A rate limit is spent; `Retry-After` says when to come back (`rate-limited`)",
     502: "A provider failed (`upstream-error`)",
     503: "A dependency is down, not configured, or busy (`unavailable`, `not-configured`)",
     520: "A provider answered something unexpected (`upstream-bad-answer`)",
@@ -27,6 +37,11 @@ _ERRORS = {
     524: "A provider did not answer in time (`upstream-timeout`)",
 }
 _JOB_ERRORS = (404, 409, 422)
+
+
+def error_answer(status: int) -> Schema:
+    """The response of an error status: the one error shape."""
+    return json_body(ErrorResponse, _ERRORS[status])
 
 
 def content(media_type: str, schema: Schema, description: str) -> Schema:
@@ -71,7 +86,7 @@ class Operation:
         """The OpenAPI operation object."""
         responses = dict(self.responses)
         for status in sorted({400, 503, *self.errors}):
-            responses[str(status)] = json_body(ErrorResponse, _ERRORS[status])
+            responses.setdefault(str(status), error_answer(status))
         op: Schema = {
             "operationId": operation_id,
             "summary": self.summary,

@@ -6,11 +6,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from api.access import guarded
 from api.links import api_prefix
 from api.openapi import openapi_document
-from api.routes import jobs, pdf, providers, raster, system, tiles, vector
+from api.routes import admin, auth, jobs, pdf, providers, raster, system, tiles, vector
 
-__all__ = ["ROUTES"]
+__all__ = ["ROOT_ROUTES", "ROUTES"]
 
 
 async def get_openapi(request: Request) -> JSONResponse:
@@ -18,13 +19,20 @@ async def get_openapi(request: Request) -> JSONResponse:
     return JSONResponse(openapi_document(ROUTES, request.app.state.settings, api_prefix(request)))
 
 
-ROUTES: list[BaseRoute] = [
-    *system.ROUTES,
-    Route("/openapi.json", get_openapi, methods=["GET"], name="get_openapi"),
-    *jobs.ROUTES,
-    *raster.ROUTES,
-    *tiles.ROUTES,
-    *vector.ROUTES,
-    *pdf.ROUTES,
-    *providers.ROUTES,
-]
+#: the routes under each mount, each behind its rule (``api.access.RULES``)
+ROUTES: list[BaseRoute] = guarded(
+    [
+        *system.ROUTES,
+        Route("/openapi.json", get_openapi, methods=["GET"], name="get_openapi"),
+        *jobs.ROUTES,
+        *raster.ROUTES,
+        *tiles.ROUTES,
+        *vector.ROUTES,
+        *pdf.ROUTES,
+        *providers.ROUTES,
+        *auth.ROUTES,
+        *admin.ROUTES,
+    ]
+)
+#: the routes at the root: OAuth 2.0 (also under each mount) and the login
+ROOT_ROUTES: list[BaseRoute] = guarded([*auth.ROUTES, *auth.LOGIN_ROUTES])

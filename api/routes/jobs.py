@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.access import principal_of
 from api.jobs import check_job_id
 from api.params import int_param
 from api.services import services
@@ -27,7 +28,7 @@ async def delete_job(request: Request) -> JSONResponse:
     """Cancel a job: 200 when it ended now, 202 when it stops at its next progress line."""
     jobs = services(request).jobs
     job_id = request.path_params["job_id"]
-    ended = await jobs.cancel(job_id)
+    ended = await jobs.cancel(job_id, principal_of(request))
     return JSONResponse(await jobs.describe(job_id, request), 200 if ended else 202)
 
 
@@ -38,7 +39,7 @@ async def get_job_events(request: Request) -> Response:
     """
     jobs = services(request).jobs
     job_id = check_job_id(request.path_params["job_id"])
-    await jobs.describe(job_id)  # 404 for an unknown job
+    await jobs.describe(job_id, request)  # 404 for an unknown job, or another's
     stream = events.job_stream(job_id)
     after = await job_resume_point(request, jobs.aredis, stream)
     if after is None:

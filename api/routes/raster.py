@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.access import visible_layers
 from api.links import api_prefix
 from api.params import flag
 from api.services import services
@@ -28,7 +29,11 @@ async def get_raster_list(request: Request) -> JSONResponse:
     """The rasters of ``folder`` (spec 2.1)."""
     folder = request.query_params.get("folder", "")
     work_dir = services(request).settings.work_dir
-    return JSONResponse(await run_in_threadpool(raster_listing, _cache(request), work_dir, folder))
+    listing = await run_in_threadpool(raster_listing, _cache(request), work_dir, folder)
+    # the cached listing is everyone's; each caller is shown the layers it may see
+    visible = set(visible_layers(request, [row["id"] for row in listing["rows"]]))
+    listing["rows"] = [row for row in listing["rows"] if row["id"] in visible]
+    return JSONResponse(listing)
 
 
 async def get_raster_config(request: Request) -> Response:

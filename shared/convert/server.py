@@ -15,6 +15,7 @@ from types import FrameType
 
 import grpc
 
+from shared.auth.tokens import signing_keys, verify_access_token
 from shared.convert._pb import convert_pb2, convert_pb2_grpc
 from shared.convert.merge import merge_pdfs
 from shared.convert.paths import read_work_pdf
@@ -25,7 +26,12 @@ from shared.convert.wire import (
     bearer,
     message_options,
 )
-from shared.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
+from shared.errors import (
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthorizedError,
+)
 from shared.settings import Settings
 
 __all__ = ["SHUTDOWN_GRACE_S", "CallStats", "ConvertServicer", "build_server", "serve"]
@@ -91,11 +97,32 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
         self._work_dir = settings.work_dir
         token = settings.convert.token
         self._auth = bearer(token.get_secret_value()) if token is not None else None
+        self._keys = signing_keys(settings)
         self._max_bytes = settings.convert.max_message_bytes
         self._max_file_bytes = settings.uploads.max_file_bytes
         self._max_total_bytes = settings.uploads.max_bytes
         self._on_file = on_file
         self.stats = CallStats()
+
+    def _allowed(self, sent: str) -> bool:
+        """Whether a call's ``authorization`` metadata lets it in.
+
+        The service token (``MAPSVC_CONVERT_TOKEN``, what the API sends) or an access token of
+        the HTTP API (a JWT of any role); with no service token configured, a call without
+        credentials comes in too (the server binds to loopback by default).
+        """
+        if not sent:
+            return self._auth is None
+        if self._auth is not None and hmac.compare_digest(sent.encode(), self._auth.encode()):
+            return True
+        scheme, _, token = sent.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        try:
+            verify_access_token(self._keys, token.strip())
+        except UnauthorizedError:
+            return False
+        return True
 
     def pdfMerge(  # noqa: N802 - the spec's name of the operation
         self, request: convert_pb2.PdfMergeRequest, context: grpc.ServicerContext
@@ -103,9 +130,7 @@ class ConvertServicer(convert_pb2_grpc.ConvertServicer):
         """Merge ``request.files`` in order; the answer carries the PDF and its page count."""
         sent = dict(context.invocation_metadata())
         request_id = str(sent.get(REQUEST_ID_KEY, "-"))
-        if self._auth is not None and not hmac.compare_digest(
-            str(sent.get(AUTHORIZATION_KEY, "")).encode(), self._auth.encode()
-        ):
+        if not self._allowed(str(sent.get(AUTHORIZATION_KEY, ""))):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong access token")
         total = len(request.files)
         t0 = time.monotonic()

@@ -6,7 +6,7 @@ Each module describes the routes of the ``api.routes`` module of its name.
 from __future__ import annotations
 
 from api.openapi.operation import Operation
-from api.openapi.operations import jobs, pdf, providers, raster, system, tiles, vector
+from api.openapi.operations import auth, jobs, pdf, providers, raster, system, tiles, vector
 
 __all__ = ["operations"]
 
@@ -21,4 +21,5 @@ def operations(tile_max_size: int, max_features: int) -> dict[str, Operation]:
         **vector.operations(max_features),
         **pdf.operations(),
         **providers.operations(),
+        **auth.operations(),
     }

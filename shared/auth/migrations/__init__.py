@@ -1,0 +1,1 @@
+"""Alembic migrations of schema ``mapsvc_auth``, run by `shared.auth.migrate.upgrade`."""
