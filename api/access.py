@@ -9,13 +9,13 @@ see ``404``; a role too low ``403``.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.auth.principal import ANONYMOUS, Principal, Role
 from shared.errors import ForbiddenError, NotFoundError, UnauthorizedError
@@ -34,8 +34,6 @@ __all__ = [
 
 #: where the authentication middleware leaves the request's principal in the ASGI scope
 PRINCIPAL_KEY = "mapsvc.principal"
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def principal_of(request: Request) -> Principal:
@@ -164,30 +162,38 @@ RULES: dict[str, Rule] = {
 }
 
 
-def _guard(endpoint: Endpoint, rule: Rule) -> Endpoint:
-    @functools.wraps(endpoint)
-    async def guarded_endpoint(request: Request) -> Response:
-        layer = rule.check(request)
-        response = await endpoint(request)
-        if layer is not None and not is_public(request.app.state.settings, layer):
-            # an answer only some callers may see: never kept by a shared cache
-            cache = response.headers.get("Cache-Control")
-            if cache is not None:
-                response.headers["Cache-Control"] = cache.replace("public", "private")
-        return response
+class _Guarded:
+    """A route's app behind its rule; an answer about a layer that is not public is private."""
 
-    return guarded_endpoint
+    def __init__(self, app: ASGIApp, rule: Rule) -> None:
+        self.app = app
+        self.rule = rule
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        layer = self.rule.check(request)
+        if layer is None or is_public(request.app.state.settings, layer):
+            await self.app(scope, receive, send)
+            return
+
+        async def private(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                cache = headers.get("cache-control")
+                if cache is not None:  # never kept by a shared cache
+                    headers["Cache-Control"] = cache.replace("public", "private")
+            await send(message)
+
+        await self.app(scope, receive, private)
 
 
 def guarded(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-    """``routes`` with each endpoint behind its rule.
+    """``routes``, each behind its rule (its middleware, if any, stays inside).
 
     Raises:
         KeyError: a route has no rule in :data:`RULES`.
     """
-    out: list[BaseRoute] = []
     for route in routes:
         assert isinstance(route, Route), route
-        endpoint = _guard(route.endpoint, RULES[route.name])
-        out.append(Route(route.path, endpoint, methods=route.methods, name=route.name))
-    return out
+        route.app = _Guarded(route.app, RULES[route.name])
+    return list(routes)

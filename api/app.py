@@ -136,7 +136,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ],
         middleware=[
             Middleware(RequestIdMiddleware),
-            cors_middleware(settings),  # before the Host check: its 400 is readable too
+            cors_middleware(settings),  # outside Host check, auth, quotas: 400/401/429 readable
             Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),
             Middleware(AuthenticationMiddleware),
             Middleware(QuotaMiddleware, settings=settings.auth),

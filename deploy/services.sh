@@ -3,7 +3,8 @@
 # PostGIS, and the service database with the postgis extension. Idempotent and quick when all is
 # there. Services on another host (per MAPSVC_REDIS_URL / MAPSVC_DATABASE_URL) are left alone.
 #   deploy/services.sh [--test-tools]   (--test-tools also installs gdal-bin, used by the tests,
-#   and wrk, used by `make stress`)
+#   wrk, used by `make stress`, and for the browser test (tests/browser) chromium, nodejs and npm,
+#   and its npm packages, `npm ci` there)
 set -euo pipefail
 
 DB_URL=${MAPSVC_DATABASE_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc}
@@ -32,6 +33,11 @@ if is_local "$PG_URL"; then
   fi
 fi
 [ "${1:-}" = "--test-tools" ] && want gdal-bin && want wrk
+if [ "${1:-}" = "--test-tools" ]; then
+  command -v chromium >/dev/null || want chromium
+  command -v node >/dev/null || want nodejs
+  command -v npm >/dev/null || want npm
+fi
 command -v psql >/dev/null || want postgresql-client
 command -v redis-cli >/dev/null || want redis-tools
 
@@ -40,6 +46,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+# MapLibre GL JS for the browser test, as package-lock.json has it; again only when that changed
+BROWSER_TESTS=$(dirname "$0")/../tests/browser
+if [ "${1:-}" = "--test-tools" ] && [ -f "$BROWSER_TESTS/package-lock.json" ] &&
+  ! cmp -s "$BROWSER_TESTS/package-lock.json" "$BROWSER_TESTS/node_modules/.services-sh-lock"; then
+  say "installing the npm packages of tests/browser"
+  (cd "$BROWSER_TESTS" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$BROWSER_TESTS/package-lock.json" "$BROWSER_TESTS/node_modules/.services-sh-lock"
 fi
 
 if is_local "$REDIS_URL" && ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then

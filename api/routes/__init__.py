@@ -34,5 +34,6 @@ ROUTES: list[BaseRoute] = guarded(
         *admin.ROUTES,
     ]
 )
-#: the routes at the root: OAuth 2.0 (also under each mount) and the login
-ROOT_ROUTES: list[BaseRoute] = guarded([*auth.ROUTES, *auth.LOGIN_ROUTES])
+#: the routes at the root: OAuth 2.0 (the same route objects as under each mount, guarded
+#: above) and the login
+ROOT_ROUTES: list[BaseRoute] = [*auth.ROUTES, *guarded(auth.LOGIN_ROUTES)]

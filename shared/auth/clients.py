@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, Row, select
 
-from shared.auth.common import check_name, ordered
+from shared.auth.common import check_name, found, ordered
 from shared.auth.errors import (
     InvalidClientError,
     UnauthorizedClientError,
@@ -215,11 +215,8 @@ def _change_client(engine: Engine, client_id: str, values: dict[str, Any]) -> Cl
         .values(values)
         .returning(oauth_clients)
     )
-    with engine.begin() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        raise NotFoundError(f"no OAuth client {client_id!r}", client_id=client_id)
-    return client_of(row)
+    missing = NotFoundError(f"no OAuth client {client_id!r}", client_id=client_id)
+    return client_of(found(engine, query, missing))
 
 
 def reset_client_secret(engine: Engine, client_id: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Select, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Executable, Row, Select, func, select
 
 from shared.auth.principal import ROLES, Role
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, NotFoundError
 
 __all__ = [
     "UNSET",
@@ -20,12 +20,22 @@ __all__ = [
     "check_name",
     "check_role",
     "db_now",
+    "found",
     "layers_in",
     "layers_out",
     "ordered",
 ]
 
 T = TypeVar("T", bound=tuple[object, ...])
+
+
+def found(engine: Engine, query: Executable, missing: NotFoundError) -> Row[Any]:
+    """The first row of ``query``, run in a transaction of its own; ``missing`` when none."""
+    with engine.begin() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise missing
+    return row
 
 
 class _Unset(enum.Enum):

@@ -26,6 +26,7 @@ from shared.auth.common import (
     check_name,
     check_role,
     db_now,
+    found,
     layers_in,
     layers_out,
     ordered,
@@ -182,14 +183,14 @@ def list_keys(
         return [_key_of(row) for row in conn.execute(query)]
 
 
+def _missing(key_id: str) -> NotFoundError:
+    return NotFoundError(f"no API key {key_id!r}", key_id=key_id)
+
+
 def get_key(engine: Engine, key_id: str) -> ApiKey:
     """The API key ``key_id``; NotFoundError if there is none."""
     query = select(api_keys).where(api_keys.c.id == _check_id(key_id))
-    with engine.connect() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        raise NotFoundError(f"no API key {key_id!r}", key_id=key_id)
-    return _key_of(row)
+    return _key_of(found(engine, query, _missing(key_id)))
 
 
 def update_key(
@@ -239,11 +240,7 @@ def _change(engine: Engine, key_id: str, values: dict[str, Any]) -> ApiKey:
         .values(values)
         .returning(api_keys)
     )
-    with engine.begin() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        raise NotFoundError(f"no API key {key_id!r}", key_id=key_id)
-    return _key_of(row)
+    return _key_of(found(engine, query, _missing(key_id)))
 
 
 def revoke_key(engine: Engine, key_id: str) -> ApiKey:

@@ -17,7 +17,16 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 
 from shared.auth import hashing
-from shared.auth.common import UNSET, Unset, check_role, db_now, layers_in, layers_out, ordered
+from shared.auth.common import (
+    UNSET,
+    Unset,
+    check_role,
+    db_now,
+    found,
+    layers_in,
+    layers_out,
+    ordered,
+)
 from shared.auth.errors import AccountLockedError
 from shared.auth.principal import Principal, Role
 from shared.auth.schema import login_failures, users
@@ -224,11 +233,9 @@ def disable_user(engine: Engine, login: str) -> User:
         .values(disabled=True)
         .returning(users)
     )
-    with engine.begin() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        raise NotFoundError(f"no user with login {login!r}", login=login)
-    return user_of(row)
+    return user_of(
+        found(engine, query, NotFoundError(f"no user with login {login!r}", login=login))
+    )
 
 
 def authenticate(

@@ -36,8 +36,8 @@ from shared.convert.server import ConvertServicer, build_server
 from shared.convert.wire import MAX_WORKERS
 from shared.errors import UnavailableError
 from shared.settings import Settings
-from tests.checks import assert_error
-from tests.conftest import app_client, free_port
+from tests.checks import ADMIN_KEY, AUTH, assert_error
+from tests.conftest import admin_client, app_client, free_port
 from tests.convert.pdfs import make_pdf, pages_of
 from tests.providers import fakes
 
@@ -124,10 +124,13 @@ def _nothing_lost(merge: Merge) -> Iterator[None]:
     assert _open_in(merge.tmp) == []
     assert list(merge.tmp.iterdir()) == []
     assert _files(merge.settings.work_dir) == work_before
-    r = httpx.get(f"{merge.base}/api-user/health", timeout=5)
+    r = httpx.get(f"{merge.base}/api-user/health", headers=AUTH, timeout=5)
     assert r.json() == {"status": "ok"}
     r = httpx.post(
-        f"{merge.base}/api-user/pdf-merge", files=[("files", ("a.pdf", PDF))], timeout=30
+        f"{merge.base}/api-user/pdf-merge",
+        files=[("files", ("a.pdf", PDF))],
+        headers=AUTH,
+        timeout=30,
     )
     assert r.status_code == 200, r.text
     assert pages_of(r.content) == [(100, 200, "one")]
@@ -143,6 +146,7 @@ def _multipart_head(name: str = "big.pdf") -> bytes:
 def _request_head(port: int, extra: str) -> bytes:
     return (
         f"POST /api-user/pdf-merge HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {ADMIN_KEY}\r\n"
         f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n{extra}\r\n"
     ).encode()
 
@@ -216,6 +220,7 @@ def test_a_file_over_the_per_file_cap_is_413(merge: Merge) -> None:
         r = httpx.post(
             f"{merge.base}/api-user/pdf-merge",
             files=[("files", ("a.pdf", PDF)), ("files", ("big.pdf", big))],
+            headers=AUTH,
             timeout=30,
         )
         assert r.status_code == 413
@@ -249,12 +254,12 @@ async def test_a_work_dir_path_is_checked_before_it_is_read(
     calls = merge.servicer.stats.calls
     with _nothing_lost(merge):
         t0 = time.monotonic()
-        r = httpx.post(f"{merge.base}/api-user/pdf-merge", json=[junk], timeout=10)
+        r = httpx.post(f"{merge.base}/api-user/pdf-merge", json=[junk], headers=AUTH, timeout=10)
         assert r.status_code == 400
         error = assert_error(r.json(), "invalid-input")
         assert error["detail"] == {"path": junk}
         assert error["message"] == f"{junk} is not a PDF"
-        r = httpx.post(f"{merge.base}/api-user/pdf-merge", json=[huge], timeout=10)
+        r = httpx.post(f"{merge.base}/api-user/pdf-merge", json=[huge], headers=AUTH, timeout=10)
         assert r.status_code == 413
         error = assert_error(r.json(), "payload-too-large")
         assert error["detail"] == {"path": huge, "limit_bytes": MAX_FILE}
@@ -314,7 +319,7 @@ async def test_convert_runs_ten_calls_and_refuses_past_its_queue(merge: Merge) -
             assert caught.value.detail["grpc_status"] == "RESOURCE_EXHAUSTED"
             # the API answers 503 with the error shape while the server is full
             app = create_app(merge.settings.model_copy(update={"convert_server_address": address}))
-            with TestClient(app, raise_server_exceptions=False) as tc:
+            with admin_client(app, raise_server_exceptions=False) as tc:
                 r = await asyncio.to_thread(
                     tc.post, "/api-user/pdf-merge", files=[("files", ("a.pdf", PDF))]
                 )
@@ -550,10 +555,11 @@ def test_proxy_cors_only_for_the_configured_origins(
         )
         assert r.status_code == 403
         assert r.headers["access-control-allow-origin"] == origin
-        # other endpoints are not touched by the proxy's CORS
+        # other endpoints are not touched by the proxy's CORS: they follow the API's own
+        # (MAPSVC_CORS_ORIGINS, any origin by default), never echo the proxy's list
         r = tc.get("/api-user/health", headers={"Origin": origin})
         assert r.json() == {"status": "ok"}
-        assert "access-control-allow-origin" not in r.headers
+        assert r.headers["access-control-allow-origin"] == "*"
     with app_client(_proxy_settings(psettings, fake_base, proxy_cors_origins="*")) as tc:
         r = tc.get("/api-user/gis-url-proxy", params=url, headers={"Origin": "https://any.org"})
         assert r.headers["access-control-allow-origin"] == "*"
