@@ -30,10 +30,11 @@ import sqlalchemy
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from api.access import PRINCIPAL_KEY
 from api.errors import error_for, www_authenticate
+from api.middleware import HttpMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
 from api.services import services
 from shared import quotas
@@ -266,16 +267,10 @@ def _loads(kept: bytes | str) -> Principal | None:
     return Principal(**fields, layers=frozenset(layers) if layers is not None else None)
 
 
-class AuthenticationMiddleware:
+class AuthenticationMiddleware(HttpMiddleware):
     """Put the request's principal into the scope (``PRINCIPAL_KEY``), or refuse it (401/429)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
         scope[PRINCIPAL_KEY] = ANONYMOUS
         if scope["path"] in _OWN_CREDENTIALS:
             await self.app(scope, receive, send)

@@ -46,26 +46,28 @@ def _expiry(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value)
 
 
+def _grant(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """``parser`` with the arguments of a new holder of rights: its name, role and layers."""
+    parser.add_argument(name)
+    parser.add_argument("--role", choices=ROLES, default="reader")
+    parser.add_argument("--layers", help="comma-separated layer ids (default: every layer)")
+    return parser
+
+
 def add_commands(sub: Any) -> None:
     """Add the auth commands to the ``mapsvc`` argument parser's sub-commands."""
     sub.add_parser("migrate", help="create or update the auth tables (Alembic)")
     user = sub.add_parser("user", help="users: add, list, disable").add_subparsers(
         dest="action", required=True
     )
-    add = user.add_parser("add", help="add a user (the password is asked, or read from stdin)")
-    add.add_argument("login")
-    add.add_argument("--role", choices=ROLES, default="reader")
-    add.add_argument("--layers", help="comma-separated layer ids (default: every layer)")
+    add = _grant(user.add_parser("add", help="add a user (password asked, or from stdin)"), "login")
     add.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     user.add_parser("list", help="list users").add_argument("--role", choices=ROLES)
     user.add_parser("disable", help="disable a user").add_argument("login")
     key = sub.add_parser("key", help="API keys: create, list, revoke").add_subparsers(
         dest="action", required=True
     )
-    create = key.add_parser("create", help="make a key; it is printed once")
-    create.add_argument("name")
-    create.add_argument("--role", choices=ROLES, default="reader")
-    create.add_argument("--layers", help="comma-separated layer ids (default: every layer)")
+    create = _grant(key.add_parser("create", help="make a key; it is printed once"), "name")
     create.add_argument("--expires", help="30d, 12h or an ISO 8601 time (default: never)")
     create.add_argument("--user-id", type=int, default=None, help="the user the key acts for")
     listing = key.add_parser("list", help="list keys (never the keys themselves)")

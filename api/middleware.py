@@ -12,13 +12,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_response
 
-__all__ = ["AllowedHostsMiddleware", "RequestIdMiddleware"]
+__all__ = ["AllowedHostsMiddleware", "HttpMiddleware", "RequestIdMiddleware"]
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-class RequestIdMiddleware:
-    """Give every request an id, visible in logs, error bodies and the response headers."""
+class HttpMiddleware:
+    """A pure-ASGI middleware of HTTP requests: other scopes (lifespan) pass straight on."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -27,6 +27,17 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request (``scope["type"] == "http"``)."""
+        raise NotImplementedError
+
+
+class RequestIdMiddleware(HttpMiddleware):
+    """Give every request an id, visible in logs, error bodies and the response headers."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
         sent = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
         request_id = sent if _VALID_ID.match(sent) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
@@ -39,7 +50,7 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-class AllowedHostsMiddleware:
+class AllowedHostsMiddleware(HttpMiddleware):
     """Answer only requests whose ``Host`` is allowed; others get the JSON error ``400``.
 
     The rule is Starlette's ``TrustedHostMiddleware``'s (exact names, ``*.example.org`` for
@@ -47,7 +58,7 @@ class AllowedHostsMiddleware:
     """
 
     def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
-        self.app = app
+        super().__init__(app)
         self.allow_any = "*" in allowed_hosts
         self.exact = {h.lower() for h in allowed_hosts if not h.startswith("*.")}
         self.suffixes = tuple(h[1:].lower() for h in allowed_hosts if h.startswith("*."))
@@ -57,10 +68,7 @@ class AllowedHostsMiddleware:
         host = host.lower()
         return self.allow_any or host in self.exact or host.endswith(self.suffixes)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
         host = _host_name(Headers(scope=scope).get("host", ""))
         if self.allowed(host):
             await self.app(scope, receive, send)

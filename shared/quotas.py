@@ -162,12 +162,6 @@ async def login_allowed(
 async def login_failure(
     client: aioredis.Redis, address: str, *, max_failures: int, window_s: float
 ) -> Decision:
-    """Count a failed login from ``address``; the answer is :func:`login_allowed`'s after it.
-
-    Args:
-        client: an async Redis client.
-        address: the client's address (the connection's peer, not a header).
-        max_failures: failed logins from one address that close it for the window.
-        window_s: how long the window lasts from the first failure, in seconds.
-    """
+    """Count a failed login from ``address`` (arguments as :func:`login_allowed`'s); the
+    answer is :func:`login_allowed`'s after it."""
     return await _window(client, f"login:{address}", max_failures, window_s, 1)
