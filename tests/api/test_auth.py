@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import jwt
 import psycopg
 import pytest
@@ -25,7 +26,7 @@ from api.app import create_app
 from shared.auth.tokens import signing_keys
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
-from tests.conftest import pg
+from tests.conftest import pg, served
 from tests.layers import MOSAIC_ID, RGB_ID, tile_url
 
 PASSWORD = "correct horse battery"
@@ -501,3 +502,19 @@ def test_a_code_shown_again_revokes_the_tokens_it_gave(anon: TestClient) -> None
                       refresh_token=first["refresh_token"])  # fmt: skip
     assert refreshed.status_code == 400
     assert refreshed.json()["error"] == "invalid_grant"
+
+
+def test_every_scheme_against_a_live_server(auth_settings: Settings, anon: TestClient) -> None:
+    login, key = new_user(anon), new_key(anon)
+    client = new_client(anon, public=False)
+    with served(auth_settings) as base:
+        url = f"{base}{RASTERS}"
+        assert httpx.get(url).status_code == 401
+        assert httpx.get(url, params={"api_key": key}).status_code == 200
+        assert httpx.get(url, auth=(login, PASSWORD)).status_code == 200
+        jwt_token = httpx.post(f"{base}/api/auth", json={"login": login, "password": PASSWORD})
+        assert httpx.get(url, headers=bearer(jwt_token.json()["token"])).status_code == 200
+        form = {"grant_type": "password", "username": login, "password": PASSWORD}
+        auth = (client["client_id"], client["client_secret"])
+        oauth = httpx.post(f"{base}/oauth/token", data=form, auth=auth).json()
+        assert httpx.get(url, headers=bearer(oauth["access_token"])).status_code == 200
