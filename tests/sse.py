@@ -1,4 +1,4 @@
-"""Reading Server-Sent Events in tests, frame by frame, over a real socket."""
+"""Reading Server-Sent Events in tests, frame by frame, over a real socket (as the admin)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
+
+from tests.checks import AUTH
 
 
 @dataclass
@@ -37,7 +39,7 @@ def read_job_lines(
     base: str, job_id: str, *, last_event_id: str | None = None, timeout: float = 60
 ) -> list[Frame]:
     """All data frames of a job's event stream, until the server ends it."""
-    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    headers = AUTH | ({"Last-Event-ID": last_event_id} if last_event_id else {})
     url = f"{base}/api-user/jobs/{job_id}/events"
     with httpx.stream("GET", url, headers=headers, timeout=timeout) as response:
         assert response.status_code == 200

@@ -12,12 +12,17 @@ import httpx
 import psycopg
 import pytest
 import redis
+from pydantic import SecretStr
 
 from shared.settings import Settings
+from tests.checks import AUTH
 from tests.conftest import ROOT, SHARED_DATA, UP_REDIS_URL, free_port, settings_env
 from tests.convert.pdfs import make_pdf
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
+
+#: the login and password Flower is started with (``MAPSVC_FLOWER_BASIC_AUTH``)
+FLOWER_LOGIN = ("flower", "test-flower-password")
 
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -81,6 +86,8 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
             "flower_port": free_port(),
             "convert_port": free_port(),
             "redis_url": UP_REDIS_URL,
+            # Flower asks for a login: a known one rather than one made in the secrets file
+            "flower_basic_auth": SecretStr(":".join(FLOWER_LOGIN)),
         }
     )
     redis.Redis.from_url(mine.redis_url).flushdb()
@@ -102,13 +109,15 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
             time.sleep(0.5)
         base = f"http://127.0.0.1:{mine.port}"
         assert f"{base}/api-user/ready" in log.read_text()
-        ready = httpx.get(f"{base}/api-user/ready", timeout=10).json()
+        ready = httpx.get(f"{base}/api-user/ready", headers=AUTH, timeout=10).json()
         assert ready["status"] == "ready"
         assert ready["checks"]["workers"]["count"] == 1
-        probe = httpx.get(f"{base}/api-user/diag/probe?steps=2&delay_ms=10", timeout=30)
+        probe = httpx.get(
+            f"{base}/api-user/diag/probe?steps=2&delay_ms=10", headers=AUTH, timeout=30
+        )
         assert probe.status_code == 200
         assert probe.json()["steps"] == 2
-        flower = httpx.get(f"http://127.0.0.1:{mine.flower_port}/", timeout=10)
+        flower = httpx.get(f"http://127.0.0.1:{mine.flower_port}/", auth=FLOWER_LOGIN, timeout=10)
         assert flower.status_code == 200
         assert "Flower" in flower.text
         # the Convert server started too, and the API reaches it
@@ -116,6 +125,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         merged = httpx.post(
             f"{base}/api-user/pdf-merge",
             files=[("files", ("a.pdf", make_pdf([(100, 200, "a")]), "application/pdf"))] * 2,
+            headers=AUTH,
             timeout=30,
         )
         assert merged.status_code == 200, merged.text
@@ -124,7 +134,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{mine.port}/api-user/health", timeout=2)
+        httpx.get(f"http://127.0.0.1:{mine.port}/api-user/health", headers=AUTH, timeout=2)
 
 
 def test_help_lists_the_commands() -> None:

@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from tests.checks import AUTH
 from tests.sse import frames, read_job_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]
@@ -18,7 +19,9 @@ ELAPSED = re.compile(r" \d+ms$")
 
 
 def start_probe(base: str, steps: int, delay_ms: int) -> str:
-    r = httpx.get(f"{base}/api-user/diag/probe?steps={steps}&delay_ms={delay_ms}&async=1")
+    r = httpx.get(
+        f"{base}/api-user/diag/probe?steps={steps}&delay_ms={delay_ms}&async=1", headers=AUTH
+    )
     assert r.status_code == 202
     job_id: str = r.json()["id"]
     return job_id
@@ -60,7 +63,7 @@ def test_late_subscriber_replays_then_follows(
     job_id = start_probe(live_server, steps, 150)
     time.sleep(0.8)  # some lines are already out when we connect
     url = f"{live_server}/api-user/jobs/{job_id}/events"
-    with httpx.stream("GET", url, timeout=30) as response:
+    with httpx.stream("GET", url, headers=AUTH, timeout=30) as response:
         texts = [f.data for f in frames(response) if f.data is not None]
     assert texts[0].startswith("Probe start")
     assert [strip_ms(t) for t in texts[1:-1]] == expected_texts(steps)[1:]
@@ -75,7 +78,7 @@ def test_last_event_id_resumes_exactly(live_server: str, worker: subprocess.Pope
     resumed = read_job_lines(live_server, job_id, last_event_id=full[2].id)
     assert [(f.id, f.data) for f in resumed] == [(f.id, f.data) for f in full[3:]]
     r = httpx.get(
-        f"{live_server}/api-user/jobs/{job_id}/events", headers={"Last-Event-ID": "x'; DROP"}
+        f"{live_server}/api-user/jobs/{job_id}/events", headers=AUTH | {"Last-Event-ID": "x'; DROP"}
     )
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "invalid-input"
@@ -106,7 +109,9 @@ def test_all_jobs_stream_prefixes_job_ids(
     connected = threading.Event()
 
     def listen() -> None:
-        with httpx.stream("GET", f"{live_server}/api-user/events", timeout=30) as response:
+        with httpx.stream(
+            "GET", f"{live_server}/api-user/events", headers=AUTH, timeout=30
+        ) as response:
             for frame in frames(response):
                 connected.set()
                 if frame.data is not None:
@@ -130,7 +135,9 @@ def test_idle_stream_sends_keepalive_comments(
     live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
     comments = []
-    with httpx.stream("GET", f"{live_server}/api-user/events", timeout=10) as response:
+    with httpx.stream(
+        "GET", f"{live_server}/api-user/events", headers=AUTH, timeout=10
+    ) as response:
         assert response.headers["cache-control"] == "no-cache"
         t0 = time.monotonic()
         for frame in frames(response):
@@ -145,7 +152,9 @@ def test_idle_stream_sends_keepalive_comments(
 def test_failed_job_stream_ends_with_its_error(
     live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    r = httpx.get(f"{live_server}/api-user/diag/probe?steps=3&delay_ms=10&fail_at=3&async=1")
+    r = httpx.get(
+        f"{live_server}/api-user/diag/probe?steps=3&delay_ms=10&fail_at=3&async=1", headers=AUTH
+    )
     texts = [f.data for f in read_job_lines(live_server, r.json()["id"])]
     assert texts[-1] == "Finish:error: probe failed on purpose at step 3"
     assert [strip_ms(t) for t in texts[1:-1]] == ["Probe step 1/3", "Probe step 2/3"]

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from tests.checks import assert_error
+from tests.conftest import admin_client
 from tests.jobs import wait_running, wait_state
 
 pytestmark = pytest.mark.worker
@@ -57,7 +58,7 @@ def test_slow_job_answers_202_after_job_wait(
     from api.app import create_app
 
     quick = settings.model_copy(update={"job_wait_s": 0.5})
-    with TestClient(create_app(quick)) as tc:
+    with admin_client(create_app(quick)) as tc:
         t0 = time.monotonic()
         r = tc.get("/api-user/diag/probe?steps=10&delay_ms=200")
         waited = time.monotonic() - t0

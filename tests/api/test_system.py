@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.settings import Settings
 from tests.checks import assert_error
+from tests.conftest import admin_client
 
 
 def test_health(client: TestClient) -> None:
@@ -44,7 +45,7 @@ def test_ready_503_when_database_is_missing(settings: Settings) -> None:
     broken = settings.model_copy(
         update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/no_such_db_mapsvc"}
     )
-    with TestClient(create_app(broken), raise_server_exceptions=False) as tc:
+    with admin_client(create_app(broken), raise_server_exceptions=False) as tc:
         r = tc.get("/api-user/ready")
     assert r.status_code == 503
     error = assert_error(r.json(), "not-ready")
@@ -57,7 +58,7 @@ def test_ready_503_when_database_is_missing(settings: Settings) -> None:
 
 def test_ready_503_when_redis_is_down(settings: Settings) -> None:
     broken = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
-    with TestClient(create_app(broken), raise_server_exceptions=False) as tc:
+    with admin_client(create_app(broken), raise_server_exceptions=False) as tc:
         r = tc.get("/api-user/ready")
     assert r.status_code == 503
     checks = assert_error(r.json(), "not-ready")["detail"]["checks"]
@@ -87,7 +88,7 @@ def test_unhandled_error_is_json_500_without_traceback(
 
     app = create_app(settings)
     app.router.routes.append(Route("/boom", boom))
-    with TestClient(app, raise_server_exceptions=False) as tc:
+    with admin_client(app, raise_server_exceptions=False) as tc:
         r = tc.get("/boom", headers={"X-Request-ID": "req-42"})
     assert r.status_code == 500
     error = assert_error(r.json(), "internal")

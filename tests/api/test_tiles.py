@@ -23,14 +23,14 @@ from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import transparent_png
 from tests.checks import assert_error
-from tests.conftest import ROOT, settings_env
+from tests.conftest import ROOT, admin_client, settings_env
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, tile_url
 
 
 @pytest.fixture(scope="module")
 def tc(settings: Settings, layers: None) -> Iterator[TestClient]:
     """One app (and one render pool) for the module."""
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 
 
@@ -98,12 +98,23 @@ def test_tile_at_the_footprint_edge_is_transparent_outside(
     assert (image[3][~outside] == 255).mean() > 0.98
 
 
-def test_cache_hit_etag_and_304(tc: TestClient, settings: Settings) -> None:
+@pytest.fixture
+def public_tc(settings: Settings, layers: None) -> Iterator[TestClient]:
+    """The API with the scene a public layer (``MAPSVC_PUBLIC_LAYERS``), as every layer was
+    before credentials: its tiles may be kept by shared caches (``Cache-Control: public``)."""
+    public = settings.model_copy(update={"public_layers": (RGB_ID,)})
+    with admin_client(create_app(public), raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_cache_hit_etag_and_304(public_tc: TestClient, settings: Settings) -> None:
+    tc = public_tc
     url = tile_url(RGB_ID, 10, 290, 442)
+    stored = settings.dirs.rtile / RGB_ID / "en" / "10" / "290" / "442.png"
+    stored.unlink(missing_ok=True)  # other modules of the session may have asked this tile
     first = tc.get(url)
     assert first.status_code == 200
     assert first.headers["x-cache"] == "MISS"
-    stored = settings.dirs.rtile / RGB_ID / "en" / "10" / "290" / "442.png"
     assert stored.read_bytes() == first.content
     second = tc.get(url)
     assert second.headers["x-cache"] == "HIT"

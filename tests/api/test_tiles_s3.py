@@ -23,7 +23,7 @@ from shared.tiles import s3 as s3_module
 from shared.tiles.s3 import S3TileStore
 from shared.tiles.stores import s3_store, tile_stores
 from tests.checks import assert_error
-from tests.conftest import free_port
+from tests.conftest import admin_client, free_port
 from tests.layers import RGB, RGB_ID, decode, tile_url
 
 BUCKET = "mapsvc-test-tiles"
@@ -65,7 +65,7 @@ def s3_settings(settings: Settings, s3_url: str) -> Settings:
 
 @pytest.fixture(scope="module")
 def s3_tc(s3_settings: Settings, layers: None) -> Iterator[TestClient]:
-    with TestClient(create_app(s3_settings), raise_server_exceptions=False) as client:
+    with admin_client(create_app(s3_settings), raise_server_exceptions=False) as client:
         yield client
 
 
@@ -185,7 +185,7 @@ def test_s3_down_is_a_503(settings: Settings, layers: None) -> None:
     down = settings.model_copy(
         update={"s3_endpoint_url": f"http://127.0.0.1:{free_port()}", **KEYS}
     )
-    with TestClient(create_app(down), raise_server_exceptions=False) as client:
+    with admin_client(create_app(down), raise_server_exceptions=False) as client:
         r = client.get(tile_url(RGB_ID, 11, 580, 885, "?isS3=1"))
     assert r.status_code == 503, r.text
     error = assert_error(r.json(), "unavailable")
@@ -195,7 +195,7 @@ def test_s3_down_is_a_503(settings: Settings, layers: None) -> None:
 
 def test_missing_bucket_is_a_503_naming_it(s3_settings: Settings) -> None:
     nobucket = s3_settings.model_copy(update={"s3_bucket": "no-such-bucket"})
-    with TestClient(create_app(nobucket), raise_server_exceptions=False) as client:
+    with admin_client(create_app(nobucket), raise_server_exceptions=False) as client:
         r = client.get(tile_url(RGB_ID, 11, 580, 883, "?isS3=1"))
     assert r.status_code == 503, r.text
     assert "'no-such-bucket' does not exist" in assert_error(r.json(), "unavailable")["message"]

@@ -1,9 +1,11 @@
-"""What the benchmark scripts share: a deadline, the servers they start and wait for, a client."""
+"""What the benchmark scripts share: a deadline, the servers they start and wait for, a client,
+and the admin key they call the service with."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,11 +21,46 @@ __all__ = [
     "Deadline",
     "HttpConnection",
     "Server",
+    "admin_key",
+    "auth_headers",
+    "auth_lines",
     "free_port",
     "load_average",
+    "service_env",
     "start",
     "wait_http",
 ]
+
+
+# --- credentials -------------------------------------------------------------------------------
+
+
+def admin_key() -> str:
+    """A random key for one run: the service is started with it as ``MAPSVC_ADMIN_API_KEY``."""
+    return f"bench-{secrets.token_urlsafe(24)}"
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    """The header that sends ``key`` (for httpx)."""
+    return {"Authorization": f"Bearer {key}"}
+
+
+def auth_lines(key: str) -> str:
+    """The same header as a line of a hand-written HTTP/1.1 request."""
+    return "".join(f"{name}: {value}\r\n" for name, value in auth_headers(key).items())
+
+
+def service_env(key: str) -> dict[str, str]:
+    """The ``MAPSVC_*`` settings of a service a script starts: ``key`` as its admin key, and
+    quotas no script reaches (a benchmark is one caller asking far more than a user would)."""
+    unlimited = str(10**9)
+    return {
+        "MAPSVC_ADMIN_API_KEY": key,
+        "MAPSVC_RATE_TILES_PER_MIN": unlimited,
+        "MAPSVC_RATE_DATA_PER_MIN": unlimited,
+        "MAPSVC_RATE_PROVIDERS_PER_MIN": unlimited,
+        "MAPSVC_RATE_JOBS_PER_MIN": unlimited,
+    }
 
 
 class Deadline:

@@ -8,7 +8,8 @@ Redis and PostgreSQL must be running (``bash deploy/services.sh``). In one run, 
 - TiTiler (``titiler.application``, installed into a virtualenv of its own, reused between runs)
   runs under ``uvicorn --workers N``; mapsvc runs its API (``mapsvc serve``: one process by
   default, ``--api-workers``; N render processes each) and a worker (``mapsvc worker -c N``) on a
-  Redis db of their own (db 8, flushed first);
+  Redis db of their own (db 8, flushed first), with a random admin key (``MAPSVC_ADMIN_API_KEY``)
+  that every request to it carries, and quotas it does not reach;
 - the same tiles (every tile of zooms 8-12 over the scene's footprint) are requested from both
   with the same client concurrency; each case is measured in several passes, interleaved between
   the servers: tiles/s is the median pass, p50/p95 are over all requests of a case;
@@ -52,8 +53,12 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
+    admin_key,
+    auth_headers,
+    auth_lines,
     free_port,
     load_average,
+    service_env,
     start,
     wait_http,
 )
@@ -113,7 +118,7 @@ class Pass:
         return len(self.latencies_ms) / self.seconds
 
 
-async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float) -> Pass:
+async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float, auth: str) -> Pass:
     latencies: list[float] = []
     answers: Counter[str] = Counter()
     cache: Counter[str] = Counter()
@@ -122,7 +127,7 @@ async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float) -> 
     pending: Iterator[str] = iter(urls)
 
     async def fetch() -> None:
-        connection = HttpConnection(host, port)
+        connection = HttpConnection(host, port, auth)
         try:
             for url in pending:
                 parts = urlsplit(url)
@@ -151,12 +156,15 @@ async def _run_pass(urls: Sequence[str], concurrency: int, timeout_s: float) -> 
     return Pass(time.perf_counter() - t0, latencies, answers, cache)
 
 
-def run_pass(urls: Sequence[str], concurrency: int, deadline: Deadline) -> Pass:
-    """One pass over ``urls`` with ``concurrency`` connections (uvloop when installed)."""
+def run_pass(urls: Sequence[str], concurrency: int, deadline: Deadline, auth: str = "") -> Pass:
+    """One pass over ``urls`` with ``concurrency`` connections (uvloop when installed).
+
+    ``auth``: header lines added to every request (``auth_lines(key)`` for mapsvc).
+    """
 
     async def bounded() -> Pass:
         return await asyncio.wait_for(
-            _run_pass(urls, concurrency, deadline.left(120)), deadline.left()
+            _run_pass(urls, concurrency, deadline.left(120), auth), deadline.left()
         )
 
     try:
@@ -398,13 +406,17 @@ def measure(
     passes: int,
     concurrency: int,
     deadline: Deadline,
+    auth: Callable[[Case], str] = lambda case: "",
 ) -> None:
-    """``passes`` rounds over the cases in turn; each case's optional hook runs before its pass."""
+    """``passes`` rounds over the cases in turn; each case's optional hook runs before its pass.
+
+    ``auth``: the header lines a case's requests carry (mapsvc's admin key).
+    """
     for i in range(passes):
         for case, urls, before in cases:
             if before is not None:
                 before()
-            result = run_pass(urls, concurrency, deadline)
+            result = run_pass(urls, concurrency, deadline, auth(case))
             case.passes.append(result)
             print(
                 f"  pass {i + 1}/{passes} {case.name}: {result.rate:.1f} tiles/s"
@@ -437,8 +449,12 @@ def start_mapsvc(
     logs: Path,
     client: httpx.Client,
     deadline: Deadline,
+    key: str,
 ) -> tuple[list[Server], str]:
-    """The API and a worker with ``-c n`` on the work dir and a flushed Redis db, once ready."""
+    """The API and a worker with ``-c n`` on the work dir and a flushed Redis db, once ready.
+
+    ``key`` is their admin key (``MAPSVC_ADMIN_API_KEY``): ``client`` must send it.
+    """
     if urlsplit(redis_url).path.strip("/") in ("", "0", "12", "13"):
         raise RuntimeError(f"{redis_url}: not flushing the service's or the tests' Redis db")
     redis = sync_client(redis_url)
@@ -455,6 +471,7 @@ def start_mapsvc(
         "MAPSVC_RENDER_PROCESSES": str(n),
         "MAPSVC_API_WORKERS": str(api_workers),
         "MAPSVC_LOG_LEVEL": "WARNING",
+        **service_env(key),
     }
     cli = [sys.executable, "-m", "api.cli"]
     servers = [
@@ -608,7 +625,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mapsvc-bench-tiles-"))
     logs = work / "logs"
     logs.mkdir()
-    with ExitStack() as stack, httpx.Client() as client:
+    key = admin_key()  # mapsvc's; TiTiler ignores the header
+    with ExitStack() as stack, httpx.Client(headers=auth_headers(key)) as client:
         if args.keep:
             print(f"work dir (kept): {work}")
         else:
@@ -644,7 +662,7 @@ def main() -> int:
             return 0
 
         servers, api = start_mapsvc(
-            stack, work, n, args.redis, args.api_workers, logs, client, deadline
+            stack, work, n, args.redis, args.api_workers, logs, client, deadline, key
         )
         config = configure_layer(client, api, deadline)
         layer = str(config["layer"])
@@ -663,7 +681,8 @@ def main() -> int:
             "uncached mapsvc is measured both ways: nocache=1 (rendered, nothing stored), and"
             " with the layer's cache folder deleted before each pass (rendered and stored, MISS)"
         )
-        run_pass(nocache_urls[warm], args.concurrency, deadline)
+        auth = auth_lines(key)
+        run_pass(nocache_urls[warm], args.concurrency, deadline, auth)
         nocache_case = Case("mapsvc uncached (nocache=1)")
         cold_case = Case("mapsvc uncached (cache cleared: MISS)")
         print("measuring uncached rendering ...", flush=True)
@@ -676,6 +695,7 @@ def main() -> int:
             args.passes,
             args.concurrency,
             deadline,
+            lambda case: "" if case is titiler_case else auth,
         )
         titiler.stop()  # not needed any more: its processes leave the CPUs to the rest
         for server in servers:
@@ -684,7 +704,13 @@ def main() -> int:
         cached_case = Case("mapsvc cached (HIT)")  # the last cold pass filled the cache
         print(f"measuring cached tiles (each pass asks every tile {args.cached_rounds} times) ...")
         cached_urls = mapsvc_urls * args.cached_rounds  # a pass of one round lasts < 1 s
-        measure([(cached_case, cached_urls, None)], args.passes, args.concurrency, deadline)
+        measure(
+            [(cached_case, cached_urls, None)],
+            args.passes,
+            args.concurrency,
+            deadline,
+            lambda case: auth,
+        )
 
         xml = work / "map" / "mapnik" / f"{layer}.xml"
         print(

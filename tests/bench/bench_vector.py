@@ -9,8 +9,9 @@ PostgreSQL with PostGIS and Redis must be running (``bash deploy/services.sh``).
   ``generate_series``, with a primary key, a GiST index and statistics);
 - tipg (installed into a virtualenv of its own, reused between runs) and mapsvc's API run
   under ``uvicorn --workers N`` each, on loopback ports, on that database; mapsvc uses a Redis
-  db of its own (flushed first). Both make tiles of extent 4096 with a 64 px buffer, clipped,
-  with the same cap of features per tile;
+  db of its own (flushed first), a random admin key that every request to it carries
+  (``MAPSVC_ADMIN_API_KEY``), and quotas it does not reach. Both make tiles of extent 4096
+  with a 64 px buffer, clipped, with the same cap of features per tile;
 - the same tiles (countries: every tile of zooms 0-5; points: every tile of zooms 3-5, where no
   tile holds more points than the cap) are requested from both with the same client
   concurrency and the same ``Accept-Encoding: gzip``. A first full pass per server is a
@@ -59,8 +60,12 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
+    admin_key,
+    auth_headers,
+    auth_lines,
     free_port,
     load_average,
+    service_env,
     start,
     wait_http,
 )
@@ -245,13 +250,16 @@ def _kind(status: int, headers: dict[str, str], body: bytes) -> str:
     return kind
 
 
-async def _http_pass(urls: Sequence[str], concurrency: int, timeout_s: float, decode: bool) -> Pass:
+async def _http_pass(
+    urls: Sequence[str], concurrency: int, timeout_s: float, decode: bool, auth: str
+) -> Pass:
     result = Pass(0.0, [])
     first = urlsplit(urls[0])
     host, port = first.hostname or "127.0.0.1", first.port or 80
     pending: Iterator[str] = iter(urls)
-    # the same request headers to both servers; tipg compresses through its middleware
-    headers = "Accept-Encoding: gzip\r\n"
+    # the same Accept-Encoding to both servers (tipg compresses through its middleware), and
+    # mapsvc's admin key to mapsvc (``auth``)
+    headers = "Accept-Encoding: gzip\r\n" + auth
 
     async def fetch() -> None:
         connection = HttpConnection(host, port, headers)
@@ -297,11 +305,15 @@ def run_async(make: Callable[[], Any], deadline: Deadline) -> Any:
 
 
 def http_pass(
-    urls: Sequence[str], concurrency: int, deadline: Deadline, decode: bool = False
+    urls: Sequence[str],
+    concurrency: int,
+    deadline: Deadline,
+    decode: bool = False,
+    auth: str = "",
 ) -> Pass:
-    """One pass over ``urls`` with ``concurrency`` connections."""
+    """One pass over ``urls`` with ``concurrency`` connections; ``auth``: header lines."""
     result: Pass = run_async(
-        lambda: _http_pass(urls, concurrency, deadline.left(120), decode), deadline
+        lambda: _http_pass(urls, concurrency, deadline.left(120), decode, auth), deadline
     )
     return result
 
@@ -554,8 +566,12 @@ def start_mapsvc(
     work: Path,
     client: httpx.Client,
     deadline: Deadline,
+    key: str,
 ) -> tuple[Server, str]:
-    """mapsvc's API under ``uvicorn --workers`` on the bench database and a flushed Redis db."""
+    """mapsvc's API under ``uvicorn --workers`` on the bench database and a flushed Redis db.
+
+    ``key`` is its admin key (``MAPSVC_ADMIN_API_KEY``): ``client`` must send it.
+    """
     if urlsplit(redis_url).path.strip("/") in ("", "0", "12", "13"):
         raise SystemExit(f"{redis_url}: not flushing the service's or the tests' Redis db")
     redis = sync_client(redis_url)
@@ -571,6 +587,7 @@ def start_mapsvc(
         "MAPSVC_WORK_DIR": str(work / "mapsvc-work"),
         "MAPSVC_VTILE_MAX_FEATURES": str(max_features),
         "MAPSVC_LOG_LEVEL": "WARNING",
+        **service_env(key),
     }
     argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory"]
     server = start(
@@ -790,8 +807,10 @@ def bench_layer(
     args: argparse.Namespace,
     target: float | None,
     deadline: Deadline,
+    key: str,
 ) -> LayerRun:
     c = args.concurrency
+    auth = auth_lines(key)
     tipg_urls = [fill(tipg_template, t) for t in tiles]
     mapsvc_urls = [fill(f"{api}/vtile/{layer}/{{z}}/{{x}}/{{y}}.pbf", t) for t in tiles]
     nocache_urls = [f"{u}?nocache=1" for u in mapsvc_urls]
@@ -799,7 +818,7 @@ def bench_layer(
     print(f"{layer}: warm-up passes (every tile decoded; fills mapsvc's cache) ...", flush=True)
     check = {
         "tipg": http_pass(tipg_urls, c, deadline, decode=True),
-        "mapsvc": http_pass(mapsvc_urls, c, deadline, decode=True),
+        "mapsvc": http_pass(mapsvc_urls, c, deadline, decode=True, auth=auth),
     }
     postgis_pass(pg, sql, tiles[:: max(1, len(tiles) // 100)], c, deadline)
     run = LayerRun(
@@ -816,8 +835,8 @@ def bench_layer(
     measure(
         [
             (run.tipg, lambda: http_pass(tipg_urls, c, deadline)),
-            (run.uncached, lambda: http_pass(nocache_urls, c, deadline)),
-            (run.cached, lambda: http_pass(mapsvc_urls, c, deadline)),
+            (run.uncached, lambda: http_pass(nocache_urls, c, deadline, auth=auth)),
+            (run.cached, lambda: http_pass(mapsvc_urls, c, deadline, auth=auth)),
             (run.postgis, lambda: postgis_pass(pg, sql, tiles, c, deadline)),
         ],
         args.passes,
@@ -861,7 +880,8 @@ def main() -> int:
         return int(low), int(high or low)
 
     work = Path(tempfile.mkdtemp(prefix="mapsvc-bench-vector-"))
-    with ExitStack() as stack, httpx.Client() as client:
+    key = admin_key()  # mapsvc's; tipg ignores the header
+    with ExitStack() as stack, httpx.Client(headers=auth_headers(key)) as client:
         stack.callback(shutil.rmtree, work, ignore_errors=True)
         versions = tipg_venv(args.tipg_venv, deadline)
         if args.keep_db:
@@ -882,7 +902,7 @@ def main() -> int:
             stack, args.tipg_venv, pg, args.workers, args.max_features, work, client, deadline
         )
         mapsvc, api = start_mapsvc(
-            stack, pg, args.redis, args.workers, args.max_features, work, client, deadline
+            stack, pg, args.redis, args.workers, args.max_features, work, client, deadline, key
         )
         print(about_db)
         print(
@@ -907,6 +927,7 @@ def main() -> int:
                 args,
                 target,
                 deadline,
+                key,
             )
             for layer, tiles, target in (
                 (COUNTRIES, countries_tiles, 3.0),

@@ -8,7 +8,9 @@ deploy/services.sh --test-tools``). In one run:
   the tile benchmark starts them) on a work dir, a Redis db (flushed first) and a database of its
   own: ``mapsvc_stress``, made afresh with PostGIS, the countries and ``public.stress_points``
   (points with a long text each, so that one GeoJSON answer is megabytes), dropped at the end;
-  its raster layer is the tile benchmark's COG of the Landsat scene;
+  its raster layer is the tile benchmark's COG of the Landsat scene; every request (the load's
+  and the probes') carries the run's random admin key (``MAPSVC_ADMIN_API_KEY``), and the
+  service's quotas are set out of reach, so that the load meets the render pool, not a quota;
 - the load, for a short ramp and then ``--duration-s``: ``wrk`` with 200 connections asking BBOX
   renders of 4096 x 4096 px (``stress_bbox.lua``, which counts the answers by status); 150 SSE
   streams on ``/events`` held open; 12 slow readers of the GeoJSON of ``public.stress_points``
@@ -49,7 +51,16 @@ from rasterio.warp import transform_bounds
 from sqlalchemy import create_engine, text
 
 from shared.demo import load_countries
-from tests.bench._harness import Deadline, HttpConnection, Server, load_average, wait_http
+from tests.bench._harness import (
+    Deadline,
+    HttpConnection,
+    Server,
+    admin_key,
+    auth_headers,
+    auth_lines,
+    load_average,
+    wait_http,
+)
 from tests.bench.bench_tiles import configure_layer, make_cog, scene_tiles, start_mapsvc, url_of
 from tests.bench.bench_vector import admin, check_loopback, sqlalchemy_url, verdict
 
@@ -116,9 +127,10 @@ class Held:
     received: int = 0  # bytes
 
 
-def request_bytes(host: str, port: int, target: str, accept: str = "*/*") -> bytes:
+def request_bytes(host: str, port: int, target: str, auth: str, accept: str = "*/*") -> bytes:
+    """A GET of ``target`` on a connection of its own; ``auth``: the credentials' header line."""
     return (
-        f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: {accept}\r\n"
+        f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: {accept}\r\n{auth}"
         "Connection: close\r\n\r\n"
     ).encode()
 
@@ -200,11 +212,20 @@ def parse_wrk(output: str) -> Wrk:
 
 
 async def start_wrk(
-    base: str, path: str, bbox: Sequence[float], args: argparse.Namespace, seconds: float
+    base: str,
+    path: str,
+    bbox: Sequence[float],
+    args: argparse.Namespace,
+    seconds: float,
+    key: str,
 ) -> asyncio.subprocess.Process:
-    """wrk asking BBOX renders of ``path`` for ``seconds`` (its output on its stdout)."""
+    """wrk asking BBOX renders of ``path`` for ``seconds`` (its output on its stdout).
+
+    Every request carries ``key`` (wrk's ``-H``, which ``wrk.format`` in the script adds).
+    """
     argv = ["wrk", f"-t{min(args.renders, os.cpu_count() or 1)}", f"-c{args.renders}"]
     argv += [f"-d{math.ceil(seconds)}s", f"--timeout={args.wrk_timeout_s:g}s", "-s", str(LUA)]
+    argv += [arg for name, value in auth_headers(key).items() for arg in ("-H", f"{name}: {value}")]
     argv += [base, "--", path, *(f"{v:.2f}" for v in bbox), str(args.size)]
     return await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -243,10 +264,15 @@ class Probe:
         return sorted(a for a in self.asks if a.late)
 
 
-async def ask(probe: Probe, address: tuple[str, int], start: float, timeout_s: float) -> None:
-    """One GET of the probe on a new connection: its status or the name of its error, timed."""
+async def ask(
+    probe: Probe, address: tuple[str, int], start: float, timeout_s: float, auth: str
+) -> None:
+    """One GET of the probe on a new connection: its status or the name of its error, timed.
+
+    ``auth``: the credentials' header line.
+    """
     t0 = time.monotonic()
-    connection = HttpConnection(*address)
+    connection = HttpConnection(*address, auth)
     try:
         status, _, _ = await asyncio.wait_for(connection.get(probe.target), timeout_s)
         outcome = str(status)
@@ -258,14 +284,14 @@ async def ask(probe: Probe, address: tuple[str, int], start: float, timeout_s: f
 
 
 async def probe_every_second(
-    probe: Probe, address: tuple[str, int], seconds: float, timeout_s: float
+    probe: Probe, address: tuple[str, int], seconds: float, timeout_s: float, auth: str
 ) -> None:
     """An ask a second for ``seconds``, each on its own (a slow answer delays no later ask)."""
     start = time.monotonic()
     asks = []
     for i in range(math.ceil(seconds)):
         await asyncio.sleep(max(0.0, start + i - time.monotonic()))
-        asks.append(asyncio.create_task(ask(probe, address, start, timeout_s)))
+        asks.append(asyncio.create_task(ask(probe, address, start, timeout_s, auth)))
     await asyncio.gather(*asks)
 
 
@@ -291,17 +317,21 @@ class Outcome:
 
 
 async def under_load(
-    base: str, targets: Targets, args: argparse.Namespace, deadline: Deadline
+    base: str, targets: Targets, args: argparse.Namespace, deadline: Deadline, key: str
 ) -> Outcome:
-    """The load for the ramp and the probes' duration; the probes fill ``targets.probes``."""
+    """The load for the ramp and the probes' duration; the probes fill ``targets.probes``.
+
+    Every request carries ``key``, the service's admin key.
+    """
     parts = urlsplit(base)
     address = (parts.hostname or "127.0.0.1", parts.port or 80)
     streams = Held(f"SSE streams on /events ({args.streams} held)")
     readers = Held(f"slow GeoJSON readers ({args.slow_readers}, {SLOW_BYTES_PER_S} B/s)")
-    sse_request = request_bytes(*address, targets.sse, "text/event-stream")
-    slow_request = request_bytes(*address, targets.slow)
+    auth = auth_lines(key)
+    sse_request = request_bytes(*address, targets.sse, auth, "text/event-stream")
+    slow_request = request_bytes(*address, targets.slow, auth)
     wrk = await start_wrk(
-        base, targets.bbox_path, targets.bbox, args, args.ramp_s + args.duration_s
+        base, targets.bbox_path, targets.bbox, args, args.ramp_s + args.duration_s, key
     )
     load = [
         asyncio.create_task(hold(address, sse_request, streams, 4096)) for _ in range(args.streams)
@@ -321,7 +351,7 @@ async def under_load(
         )
         await asyncio.gather(
             *(
-                probe_every_second(p, address, args.duration_s, args.probe_timeout_s)
+                probe_every_second(p, address, args.duration_s, args.probe_timeout_s, auth)
                 for p in targets.probes
             )
         )
@@ -516,7 +546,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mapsvc-stress-"))
     logs = work / "logs"
     logs.mkdir()
-    with ExitStack() as stack, httpx.Client() as client:
+    key = admin_key()
+    with ExitStack() as stack, httpx.Client(headers=auth_headers(key)) as client:
         if args.keep:
             print(f"work dir and database {STRESS_DB} kept: {work}")
         else:  # registered before the servers start: runs after they stopped
@@ -527,7 +558,7 @@ def main() -> int:
         os.environ["MAPSVC_DATABASE_URL"] = f"{sqlalchemy_url(pg)}/{STRESS_DB}"
         cog, about = make_cog(work)
         servers, api = start_mapsvc(
-            stack, work, args.workers, args.redis, args.api_workers, logs, client, deadline
+            stack, work, args.workers, args.redis, args.api_workers, logs, client, deadline, key
         )
         origin = api.removesuffix("/api-user")
         targets = make_targets(api, configure_layer(client, api, deadline), cog)
@@ -544,7 +575,7 @@ def main() -> int:
             f"load: {args.renders} x {args.size} px BBOX renders (wrk), {args.streams} SSE"
             f" streams, {args.slow_readers} slow readers of {POINTS}; ramp {args.ramp_s:g} s"
         )
-        outcome = asyncio.run(under_load(origin, targets, args, deadline))
+        outcome = asyncio.run(under_load(origin, targets, args, deadline, key))
         after = {
             p.name: recovery(client, origin + p.target, servers, deadline) for p in targets.probes
         }

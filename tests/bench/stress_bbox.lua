@@ -2,6 +2,8 @@
 -- by status. Arguments (after `--`): path, minx, miny, maxx, maxy (EPSG:3857), size in px.
 -- Each request shifts the box by up to a tenth of its size, so that no two renders are alike.
 -- done() prints lines the script parses: `wrk-status <status> <count>` and `wrk-summary k=v ...`.
+-- The credentials come with wrk's `-H "Authorization: Bearer <key>"` (stress.py passes the
+-- service's admin key): wrk.format() below adds wrk.headers, where -H puts them.
 
 local threads = {}
 

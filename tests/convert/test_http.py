@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.conftest import free_port
+from tests.conftest import admin_client, free_port
 from tests.convert.conftest import StartServer
 from tests.convert.pdfs import info_of, make_pdf, pages_of
 
@@ -22,7 +22,7 @@ B = make_pdf([(300, 400, "b1")])
 
 def _client(settings: Settings, address: str | None) -> TestClient:
     app = create_app(settings.model_copy(update={"convert_server_address": address}))
-    return TestClient(app, raise_server_exceptions=False)
+    return admin_client(app, raise_server_exceptions=False)
 
 
 @pytest.fixture

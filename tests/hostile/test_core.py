@@ -26,6 +26,7 @@ from shared.tiles.grid import RenderArea
 from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
 from tests.checks import assert_error
+from tests.conftest import admin_client
 from tests.layers import decode, tile_url
 
 RGB = "single/RGB.byte.tif"
@@ -80,7 +81,7 @@ def hostile_layers(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> li
 
 @pytest.fixture(scope="module")
 def tc(settings: Settings, hostile_layers: list[str]) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as client:
         for layer in hostile_layers:
             for z, x, y in TILES:
                 assert client.get(tile_url(layer, z, x, y)).status_code == 200
@@ -308,7 +309,7 @@ def test_bad_render_parameters_are_400(tc: TestClient, query: str, message: str)
 def test_a_render_over_the_pixel_budget_is_400(settings: Settings) -> None:
     small = settings.model_copy(update={"render_max_pixels": 1_000_000})
     layer = encode_id(LAYER)
-    with TestClient(create_app(small), raise_server_exceptions=False) as client:
+    with admin_client(create_app(small), raise_server_exceptions=False) as client:
         r = client.get(f"/api-user/rtile/{layer}/3/0/0.png?BBOX=0,0,1,1&width=1024&height=1024")
         assert r.status_code == 400, r.text
         assert "1000000 pixels" in assert_error(r.json(), "invalid-input")["message"]
@@ -346,7 +347,7 @@ async def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: l
 
 def test_render_processes_start_with_the_api_at_a_lower_priority(settings: Settings) -> None:
     warm = settings.model_copy(update={"render_warm_up": True, "render_processes": 2})
-    with TestClient(create_app(warm)) as client:
+    with admin_client(create_app(warm)) as client:
         pool = client.app.state.services.render_pool  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
         while len(pool._executor._processes if pool._executor else ()) < 2:
@@ -365,7 +366,7 @@ def test_a_slow_render_is_503_with_retry_after(
 ) -> None:
     slow = settings.model_copy(update={"render_timeout_s": 0.001})
     layer = hostile_layers[1]
-    with TestClient(create_app(slow), raise_server_exceptions=False) as client:
+    with admin_client(create_app(slow), raise_server_exceptions=False) as client:
         r = client.get(
             f"/api-user/rtile/{layer}/3/0/0.png"
             "?BBOX=-8700000,2700000,-8500000,2900000&width=2048&height=2048"

@@ -28,8 +28,8 @@ from api.app import create_app
 from shared import events
 from shared.jobs import JobReporter, JobStore
 from shared.settings import Settings
-from tests.checks import assert_error
-from tests.conftest import free_port
+from tests.checks import AUTH, assert_error
+from tests.conftest import admin_client, free_port
 from tests.jobs import wait_running, wait_state
 from tests.layers import RGB, RGB_ID, configure
 from tests.sse import frames, read_job_lines
@@ -100,7 +100,7 @@ def test_stream_cap_is_503_with_retry_after_and_others_answer(
     capped = settings.model_copy(update={"sse_max_streams": 3})
     with (
         served(capped) as (base, app),
-        httpx.Client(base_url=base, timeout=10) as http,
+        httpx.Client(base_url=base, headers=AUTH, timeout=10) as http,
     ):
         job_id = http.get("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
         with ExitStack() as held:
@@ -131,14 +131,16 @@ def test_stream_ends_after_its_longest_time_and_resumes_losslessly(
 ) -> None:
     short = settings.model_copy(update={"sse_max_duration_s": 1.5})
     with served(short) as (base, app):
-        job_id = httpx.get(f"{base}/api-user/diag/probe?steps=12&delay_ms=250&async=1").json()["id"]
+        job_id = httpx.get(
+            f"{base}/api-user/diag/probe?steps=12&delay_ms=250&async=1", headers=AUTH
+        ).json()["id"]
         got: list[tuple[str | None, str | None]] = []
         comments: list[str] = []
         connections = 0
         while not got or got[-1][1] != "Finish:success":
             connections += 1
             assert connections < 20
-            headers = {"Last-Event-ID": str(got[-1][0])} if got else {}
+            headers = AUTH | ({"Last-Event-ID": str(got[-1][0])} if got else {})
             t0 = time.monotonic()
             url = f"{base}/api-user/jobs/{job_id}/events"
             with httpx.stream("GET", url, headers=headers, timeout=10) as r:
@@ -156,7 +158,7 @@ def test_stream_ends_after_its_longest_time_and_resumes_losslessly(
         assert got == [(f.id, f.data) for f in full]
         # the stream of all jobs, which never ends by itself, ends too
         t0 = time.monotonic()
-        with httpx.stream("GET", f"{base}/api-user/events", timeout=10) as r:
+        with httpx.stream("GET", f"{base}/api-user/events", headers=AUTH, timeout=10) as r:
             assert r.status_code == 200
             ended = [f.comment for f in frames(r) if f.comment is not None]
         assert 1.4 < time.monotonic() - t0 < 4
@@ -178,19 +180,21 @@ def test_last_event_id_out_of_range_is_400(
     later = [f"{ms}-{seq + 1}", f"{ms + 1}", f"{MAX_ID}-{MAX_ID}"]
     for value in malformed + later:
         for r in (
-            httpx.get(url, headers={"Last-Event-ID": value.encode()}, timeout=5),
-            httpx.get(url, params={"after": value}, timeout=5),
+            httpx.get(url, headers=AUTH | {"Last-Event-ID": value.encode()}, timeout=5),
+            httpx.get(url, params={"after": value}, headers=AUTH, timeout=5),
         ):
             assert r.status_code == 400, value
             error = assert_error(r.json(), "invalid-input")
             if value in later:
                 assert error["detail"]["last_event_id"] == last
-    r = httpx.get(f"{live_server}/api-user/events", params={"after": f"{MAX_ID + 1}-0"})
+    r = httpx.get(
+        f"{live_server}/api-user/events", params={"after": f"{MAX_ID + 1}-0"}, headers=AUTH
+    )
     assert r.status_code == 400
     assert_error(r.json(), "invalid-input")
     # in range: the final line seen, nothing is left (204 stops an EventSource) ...
     for value in (last, "$"):
-        r = httpx.get(url, headers={"Last-Event-ID": value}, timeout=5)
+        r = httpx.get(url, headers=AUTH | {"Last-Event-ID": value}, timeout=5)
         assert r.status_code == 204, value
         assert r.content == b""
     # ... and the stream still resumes exactly
@@ -211,7 +215,7 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
     )
     with (
         served(tight) as (base, app),
-        httpx.Client(base_url=base, timeout=30) as http,
+        httpx.Client(base_url=base, headers=AUTH, timeout=30) as http,
     ):
         job_id = http.get("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
         with ExitStack() as held:
@@ -256,7 +260,7 @@ def test_probe_is_off_unless_configured(settings: Settings, rdb: redis.Redis) ->
     assert Settings.model_fields["diag_probe"].default is False
     off = settings.model_copy(update={"diag_probe": False})
     before = job_keys(rdb)
-    with TestClient(create_app(off), raise_server_exceptions=False) as tc:
+    with admin_client(create_app(off), raise_server_exceptions=False) as tc:
         unknown = tc.get("/api-user/diag/nothing")
         for path in ("/api-user/diag/probe", "/api/v1/diag/probe?steps=2&delay_ms=0&async=1"):
             r = tc.get(path)
@@ -317,7 +321,7 @@ def test_frozen_worker_job_ends_failed_and_writes_nothing_after(
     settings: Settings, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
     quick = settings.model_copy(update={"job_stall_s": 1.5})
-    with TestClient(create_app(quick)) as tc:
+    with admin_client(create_app(quick)) as tc:
         job_id = tc.get("/api-user/diag/probe?steps=60&delay_ms=100&async=1").json()["id"]
         runner = wait_running(tc, job_id)["worker"]
         pid = int(runner.rsplit(" ", 1)[1])

@@ -31,6 +31,7 @@ from shared.tiles.pretile import (
     plan_pretile,
 )
 from tests.checks import assert_error
+from tests.conftest import admin_client
 from tests.jobs import job_lines, wait_state
 from tests.layers import configure, stored_tiles
 
@@ -110,7 +111,7 @@ def test_dryrun_above_the_ceiling_answers_the_plan(client: TestClient, world: st
 
 def test_the_ceiling_is_a_setting(settings: Settings, world: str) -> None:
     narrow = settings.model_copy(update={"pretile_max_tiles": 1000})
-    with TestClient(create_app(narrow), raise_server_exceptions=False) as tc:
+    with admin_client(create_app(narrow), raise_server_exceptions=False) as tc:
         r = tc.get(f"/api-user/gis-layer-pretile/{world}?minzoom=5&maxzoom=7")
         assert r.status_code == 422
         plan = assert_error(r.json(), "unprocessable")["detail"]["plan"]

@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.cache import ENTRY_OVERHEAD, ByteBudget, cached_json
 from shared.settings import Settings
-from tests.checks import assert_error
-from tests.conftest import pg, served
+from tests.checks import ADMIN_KEY, AUTH, assert_error
+from tests.conftest import admin_client, pg, served
 from tests.providers import fakes
 
 URL = "/api-user/geojson"
@@ -36,7 +36,7 @@ def cache_keys(rdb: redis.Redis, kind: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def vclient(settings: Settings, vector_tables: str) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 
 
@@ -78,14 +78,14 @@ def test_a_forged_host_reaches_no_link_and_no_cached_answer(
     evil = {"Host": "evil.example"}
     query = f"{URL}/public.test_lines?props=name&limit=1"
     # with the Host checked (the default), a forged one is refused and caches nothing
-    with TestClient(create_app(settings), raise_server_exceptions=False) as checked:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as checked:
         before = cache_keys(rdb, "geojson")
         refused = checked.get(query, headers=evil)
         assert refused.status_code == 400
         assert cache_keys(rdb, "geojson") == before
     # with any Host accepted, links are still relative, and so is what is cached
     anyhost = settings.model_copy(update={"allowed_hosts": "*"})
-    with TestClient(create_app(anyhost), raise_server_exceptions=False) as client:
+    with admin_client(create_app(anyhost), raise_server_exceptions=False) as client:
         forged = client.get(query, headers=evil)
         assert (forged.status_code, forged.headers["x-cache"]) == (200, "MISS")
         assert "evil.example" not in forged.text
@@ -105,7 +105,7 @@ def test_a_forged_host_reaches_no_link_and_no_cached_answer(
         assert b"evil.example" not in (rdb.get(key) or "").encode()
     # with a public URL, every link is under it whatever the Host says
     public = anyhost.model_copy(update={"public_url": "https://maps.example.org/"})
-    with TestClient(create_app(public), raise_server_exceptions=False) as client:
+    with admin_client(create_app(public), raise_server_exceptions=False) as client:
         forged = client.get(query, headers=evil)
         assert forged.status_code == 200
         hrefs = [link["href"] for link in forged.json()["links"]]
@@ -132,7 +132,7 @@ def test_the_vector_cache_keeps_to_its_byte_budget(
     books = ByteBudget("vector", budget).books
     others -= set(books)
     small = settings.model_copy(update={"vector_cache_max_bytes": budget})
-    with TestClient(create_app(small), raise_server_exceptions=False) as client:
+    with admin_client(create_app(small), raise_server_exceptions=False) as client:
         for limit in range(40, 300, 8):  # 33 answers of 6 to 45 kB
             r = client.get(f"{URL}/public.test_points?limit={limit}&filter=value>0")
             assert (r.status_code, r.headers["x-cache"]) == (200, "MISS")
@@ -195,7 +195,7 @@ def test_provider_answers_keep_to_their_byte_budget(
     fakes.MODE.clear()
     fakes.CALLS.clear()
     small = psettings.model_copy(update={"provider_cache_max_bytes": budget.max_bytes})
-    with TestClient(create_app(small), raise_server_exceptions=False) as client:
+    with admin_client(create_app(small), raise_server_exceptions=False) as client:
         for i in range(30):
             r = client.get("/api-user/geocode", params={"q": f"place {i}"})
             assert r.status_code == 200, r.text
@@ -259,7 +259,10 @@ def slow_reader(base: str) -> Iterator[socket.socket]:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect((host, int(port)))
-    sock.sendall(f"GET {URL}/hostile.big?nocache=1 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    sock.sendall(
+        f"GET {URL}/hostile.big?nocache=1 HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {ADMIN_KEY}\r\n\r\n".encode()
+    )
     head = sock.recv(1024)
     assert head.startswith(b"HTTP/1.1 200"), head
     try:
@@ -294,7 +297,7 @@ def test_a_slow_geojson_reader_is_cut_at_the_cap_and_releases_its_connection(
     assert received < BIG_ROWS * 400
     # the one pooled connection serves the next request at once
     t0 = time.monotonic()
-    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
+    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", headers=AUTH, timeout=10)
     assert r.status_code == 200
     assert json.loads(r.content)["numberReturned"] >= 2
     assert time.monotonic() - t0 < 2
@@ -307,15 +310,17 @@ def test_an_exhausted_database_pool_is_a_quick_503(
     with slow_reader(slow_server):
         wait_for(lambda: transactions(vector_tables, IDLE) == 1, CAP_S - 1)
         t0 = time.monotonic()
-        r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
+        r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", headers=AUTH, timeout=10)
         elapsed = time.monotonic() - t0
         assert r.status_code == 503
         assert_error(r.json(), "unavailable")
         assert elapsed < 2.5
         # other endpoints answer meanwhile
-        assert httpx.get(f"{slow_server}/api-user/health", timeout=5).status_code == 200
+        assert (
+            httpx.get(f"{slow_server}/api-user/health", headers=AUTH, timeout=5).status_code == 200
+        )
     wait_for(lambda: transactions(vector_tables) == 0, CAP_S + 5)
-    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
+    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", headers=AUTH, timeout=10)
     assert r.status_code == 200
 
 
@@ -338,7 +343,7 @@ def test_a_slow_reader_of_a_page_that_fits_the_read_ahead_holds_no_connection(
         # the whole page was read ahead into memory: its transaction ended at once
         wait_for(lambda: transactions(vector_tables) == 0, 3)
         t0 = time.monotonic()
-        r = httpx.get(f"{base}{URL}/public.test_lines?nocache=1", timeout=10)
+        r = httpx.get(f"{base}{URL}/public.test_lines?nocache=1", headers=AUTH, timeout=10)
         assert r.status_code == 200  # the one pooled connection is free for others
         assert time.monotonic() - t0 < 2
         sock.settimeout(CAP_S + 5)
@@ -369,5 +374,5 @@ def test_a_database_error_mid_answer_cuts_it_cleanly(
     assert not received.endswith(b"0\r\n\r\n")  # no end of the chunked body: the answer is cut
     assert "cut mid-answer" in caplog.text
     assert "Traceback" not in caplog.text
-    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", timeout=10)
+    r = httpx.get(f"{slow_server}{URL}/public.test_lines?nocache=1", headers=AUTH, timeout=10)
     assert r.status_code == 200  # the pool has a working connection again

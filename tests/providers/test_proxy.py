@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from shared.errors import ForbiddenError
 from shared.providers.proxy import GuardedTransport
 from shared.settings import Settings
-from tests.checks import assert_error
+from tests.checks import AUTH, assert_error
 from tests.conftest import app_client
 from tests.providers import fakes
 
@@ -52,7 +52,7 @@ def test_proxied_fetch(proxy_client: TestClient, fake_base: str) -> None:
         proxy_client,
         f"{fake_base}/proxy/data.geojson",
         Cookie="mine=1",
-        Authorization="Bearer client-token",
+        Authorization=AUTH["Authorization"],  # the caller's credentials stay here
         Accept="application/geo+json",
     )
     assert r.status_code == 200

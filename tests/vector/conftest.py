@@ -9,10 +9,11 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
+from tests.conftest import admin_client
 
 
 @pytest.fixture(scope="module")
 def vc(settings: Settings, vector_tables: str) -> Iterator[TestClient]:
     """The API on the vector tables (catalogue read fresh for the module)."""
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with admin_client(create_app(settings), raise_server_exceptions=False) as client:
         yield client

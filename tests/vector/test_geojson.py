@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.settings import Settings
 from tests.checks import assert_error
-from tests.conftest import POINTS, pg
+from tests.conftest import POINTS, admin_client, pg
 
 URL = "/api-user/geojson"
 
@@ -141,7 +141,7 @@ def test_named_queries(settings: Settings, vector_tables: str, tmp_path: Path) -
         )
     )
     app = create_app(settings.model_copy(update={"vector_config": config}))
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with admin_client(app, raise_server_exceptions=False) as client:
         asia = features(client, "countries", "sql=asia&props=continent")
         assert asia["numberMatched"] > 40
         assert {f["properties"]["continent"] for f in asia["features"]} == {"Asia"}
@@ -226,7 +226,7 @@ def test_statement_timeout_is_503_and_the_pool_recovers(
         json.dumps({"layers": {"slow": {"table": "public.test_points", "queries": {"slow": slow}}}})
     )
     update = {"vector_statement_timeout_ms": 300, "vector_config": config}
-    with TestClient(
+    with admin_client(
         create_app(settings.model_copy(update=update)), raise_server_exceptions=False
     ) as client:
         r = client.get(f"{URL}/slow?sql=slow&nocache=1")
@@ -243,7 +243,7 @@ def test_a_broken_view_is_422_and_harms_nothing(settings: Settings, vector_table
             "FROM test_points"
         )
     try:
-        with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        with admin_client(create_app(settings), raise_server_exceptions=False) as client:
             r = client.get(f"{URL}/public.broken_points")
             assert r.status_code == 422
             assert "division by zero" in assert_error(r.json(), "unprocessable")["message"]
@@ -263,7 +263,7 @@ def test_a_view_too_slow_to_describe_is_left_out_of_the_catalogue(
         )
     update = {"vector_statement_timeout_ms": 300}
     try:
-        with TestClient(
+        with admin_client(
             create_app(settings.model_copy(update=update)), raise_server_exceptions=False
         ) as client:
             r = client.get(f"{URL}/public.slow_view")

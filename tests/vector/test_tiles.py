@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.settings import Settings
 from tests.checks import assert_error
-from tests.conftest import pg
+from tests.conftest import admin_client, pg
 
 
 def decode(data: bytes, z: int, x: int, y: int, tmp_path: Path, layer: str) -> list[dict]:
@@ -112,7 +112,7 @@ def test_empty_tile_is_204_and_gzip_when_accepted(vc: TestClient) -> None:
 
 def test_feature_limit_per_tile(settings: Settings, vector_tables: str, tmp_path: Path) -> None:
     app = create_app(settings.model_copy(update={"vtile_max_features": 10}))
-    with TestClient(app) as client:
+    with admin_client(app) as client:
         r = client.get("/api-user/vtile/public.test_points/0/0/0.pbf?nocache=1")
         assert len(decode(r.content, 0, 0, 0, tmp_path, "public.test_points")) == 10
 

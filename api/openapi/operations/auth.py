@@ -39,6 +39,9 @@ _AUTHORIZE = [
     param("query", "code_challenge_method", {"enum": ["S256"]}, "PKCE method (only S256)"),
 ]
 _HTML = content("text/html", {"type": "string"}, "The login and consent page")
+_CANNOT = content(
+    "text/html", {"type": "string"}, "A page saying why not (an unknown client or redirect URI)"
+)
 _ROLE = param("query", "role", {"enum": ["reader", "operator", "admin"]}, "Only this role")
 
 
@@ -113,12 +116,16 @@ def operations() -> dict[str, Operation]:
             "OAuth 2.0 authorization endpoint: the login and consent page",
             "auth",
             _AUTHORIZE,
-            {"200": _HTML, "302": {"description": "Back to the redirect URI with an error"}},
+            {
+                "200": _HTML,
+                "302": {"description": "Back to the redirect URI with an error"},
+                "400": _CANNOT,
+            },
         ),
         "post_authorize": Operation(
             "The login form: back to the redirect URI with a code",
             "auth",
-            responses={"302": {"description": "To the redirect URI"}, "401": _HTML},
+            responses={"302": {"description": "To the redirect URI"}, "400": _CANNOT, "401": _HTML},
             request_body={
                 "required": True,
                 "content": {
