@@ -21,6 +21,7 @@ import httpx
 import sqlalchemy.exc
 
 from api import cli_auth
+from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
 from shared.auth.tokens import flower_basic_auth
 from shared.queues import QUEUES
@@ -31,9 +32,15 @@ __all__ = ["main"]
 _ALL_QUEUES = ",".join(sorted(set(QUEUES.values())))
 
 
-def _serve_argv(settings: Settings, reload: bool = False) -> list[str]:
+def _serve_argv(
+    settings: Settings, reload: bool = False, *, behind_front: bool = False
+) -> list[str]:
+    # behind the nginx front, the API listens on loopback only (the front takes the port)
+    host, port = (
+        ("127.0.0.1", settings.backend_port) if behind_front else (settings.host, settings.port)
+    )
     argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory"]
-    argv += ["--host", settings.host, "--port", str(settings.port), "--log-level", "info"]
+    argv += ["--host", host, "--port", str(port), "--log-level", "info"]
     # asyncio's loop, not uvloop: under a flood of requests on open connections, uvloop
     # accepted new connections only every few seconds (measured with `make stress`)
     argv += ["--loop", "asyncio"]
@@ -137,18 +144,24 @@ def _credentials_hint(settings: Settings, base: str, key_file: Path | None) -> s
     return "  credentials: MAPSVC_ADMIN_API_KEY, or keys made with `mapsvc key create`\n"
 
 
+def _front_argv(settings: Settings) -> list[str]:
+    return front_argv(write_front_config(settings, f"127.0.0.1:{settings.backend_port}"))
+
+
 def _up(settings: Settings) -> int:
     """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
     # the API reaches the Convert server started here unless another address is configured
     convert_address = settings.convert.server_address or f"127.0.0.1:{settings.convert.port}"
     api_env = {**os.environ, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
+    front = front_enabled(settings)
     try:
         key_file = cli_auth.first_admin_key(settings)
     except sqlalchemy.exc.OperationalError as exc:
         print(f"PostgreSQL not reachable, no admin key made: {exc.orig}", file=sys.stderr)
         key_file = None
     procs = [
-        subprocess.Popen(_serve_argv(settings), env=api_env),
+        subprocess.Popen(_serve_argv(settings, behind_front=front), env=api_env),
+        *([subprocess.Popen(_front_argv(settings))] if front else []),
         *(
             subprocess.Popen(argv)
             for argv in (
@@ -170,7 +183,8 @@ def _up(settings: Settings) -> int:
     flower_login = flower_basic_auth(settings).partition(":")[0]
     if _wait_ready(f"{base}{USER_PREFIX}/ready", procs, timeout_s=90):
         print(
-            f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)\n"
+            f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)"
+            f"{'  behind nginx: cached tiles of public layers from disk' if front else ''}\n"
             f"  ready    {base}{USER_PREFIX}/ready\n{_credentials_hint(settings, base, key_file)}"
             f"  Flower   http://{settings.host}:{settings.flower_port}/  (login {flower_login},"
             " password in the secrets file or MAPSVC_FLOWER_BASIC_AUTH)\n"
@@ -207,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-beat", action="store_true", help="without the embedded job watchdog schedule"
     )
     sub.add_parser("flower", help="run Flower, the Celery monitor")
+    sub.add_parser(
+        "front", help="run the nginx front (cached tiles from disk; the API at MAPSVC_BACKEND_PORT)"
+    )
     convert = sub.add_parser("convert-server", help="run the Convert gRPC server (spec 4.17)")
     convert.add_argument("port", nargs="?", type=int, default=None, help="default: 4003")
     sub.add_parser("up", help="run API, worker, Flower and Convert together (make run)")
@@ -237,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _exec(_worker_argv(settings, args.queues, concurrency, not args.no_beat))
     if args.command == "flower":
         return _exec(_flower_argv(settings))
+    if args.command == "front":
+        return _exec(_front_argv(settings))
     if args.command == "convert-server":
         from shared.convert.server import serve as serve_convert
 

@@ -32,6 +32,8 @@ if is_local "$PG_URL"; then
     want postgresql-postgis
   fi
 fi
+# nginx: the front `make run` puts before the API, serving cached tiles straight from disk
+command -v nginx >/dev/null || want nginx-light
 [ "${1:-}" = "--test-tools" ] && want gdal-bin && want wrk
 if [ "${1:-}" = "--test-tools" ]; then
   command -v chromium >/dev/null || want chromium

@@ -537,6 +537,16 @@ class Settings(Concern):
     work_dir: Path = Field(default=Path("work"), description="Root of map/raster, map/rtile, …")
     host: str = Field(default="127.0.0.1", description="Address the API binds to")
     port: int = Field(default=8000, ge=1, le=65535, description="Port of the API")
+    front: Literal["auto", "nginx", "none"] = Field(
+        default="auto",
+        description="`make run` puts nginx before the API for cached tiles (auto: if installed)",
+    )
+    backend_port: int = Field(
+        default=8001,
+        ge=1,
+        le=65535,
+        description="Port of the API on loopback when the nginx front listens on MAPSVC_PORT",
+    )
     flower_port: int = Field(default=5555, ge=1, le=65535, description="Port of Flower")
     api_workers: int = Field(
         default=1, ge=1, le=64, description="API processes started by `mapsvc serve` (uvicorn)"
