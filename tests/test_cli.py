@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         update={
             "work_dir": tmp_path / "work",
             "port": free_port(),
+            "backend_port": free_port(),
             "flower_port": free_port(),
             "convert_port": free_port(),
             "redis_url": UP_REDIS_URL,
@@ -112,6 +114,9 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         ready = httpx.get(f"{base}/api-user/ready", headers=AUTH, timeout=10).json()
         assert ready["status"] == "ready"
         assert ready["checks"]["workers"]["count"] == 1
+        if shutil.which("nginx"):  # make run's nginx front takes the port, the API is behind it
+            assert "behind nginx" in log.read_text()
+            assert httpx.get(f"{base}/api-user/health").headers["server"] == "nginx"
         probe = httpx.get(
             f"{base}/api-user/diag/probe?steps=2&delay_ms=10", headers=AUTH, timeout=30
         )
