@@ -24,7 +24,13 @@ from pathlib import Path
 
 from shared.settings import LANG_PATTERN, Settings
 
-__all__ = ["front_argv", "front_enabled", "nginx_config", "write_front_config"]
+__all__ = [
+    "front_argv",
+    "front_enabled",
+    "nginx_config",
+    "worker_user",
+    "write_front_config",
+]
 
 _STYLE = "[A-Za-z0-9_-]{1,240}"
 _LANG = LANG_PATTERN.strip("^$").replace("(", "(?:")
@@ -58,6 +64,12 @@ def _cors(settings: Settings) -> str:
     )
 
 
+def worker_user() -> str:
+    """nginx's ``user`` line: started as root, its workers would run as nobody, who may not read
+    the tile cache (tiles are written 0600), so they run as the user that runs mapsvc."""
+    return f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
+
+
 def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
     """The nginx configuration of the front.
 
@@ -69,11 +81,8 @@ def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
     tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
     per_min = settings.auth.rate_tiles_per_min
     stream_s = int(settings.jobs.sse_max_duration_s) + 60
-    # started as root, nginx's workers would run as nobody, who may not read the tile cache
-    # (tiles are written 0600): they run as the user that runs mapsvc
-    user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
     return f"""# made by mapsvc (api/front.py); changes are lost on the next start
-{user}worker_processes auto;
+{worker_user()}worker_processes auto;
 pid {run_dir}/nginx.pid;
 error_log {run_dir}/nginx-error.log warn;
 events {{ worker_connections 4096; }}
