@@ -119,6 +119,8 @@ RULES: dict[str, Rule] = {
     # reading layers: public layers answer without credentials
     "get_tile": _read("style"),
     "get_tile_nolang": _read("style"),
+    "get_tile_format": _read("style"),
+    "get_tile_nolang_format": _read("style"),
     "get_vtile": _read("layer"),
     "get_geojson": _read("layer"),
     "get_datasource": _read("layer"),

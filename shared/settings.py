@@ -214,6 +214,15 @@ class TileSettings(Concern):
     tile_max_age_s: int = Field(
         default=3600, ge=0, description="Cache-Control max-age of tile responses"
     )
+    jpeg_quality: int = Field(
+        default=85, ge=1, le=100, description="Quality of JPEG tiles (.jpg), 1..100"
+    )
+    webp_quality: int = Field(
+        default=80, ge=1, le=100, description="Quality of lossy WebP tiles (.webp), 1..100"
+    )
+    webp_lossless: bool = Field(
+        default=False, description="WebP tiles lossless (the PNG's pixels), not lossy"
+    )
     pretile_max_tiles: int = Field(
         default=4_000_000,
         ge=1,

@@ -1,21 +1,35 @@
-"""Raster layers in tests: configured in-process, their tile URLs, stored tiles, PNG pixels."""
+"""Raster layers in tests: configured in-process, their tile URLs, stored tiles, tile pixels."""
 
 from __future__ import annotations
 
 import uuid
 import warnings
+from pathlib import Path
 
 import numpy as np
+import rasterio
 import redis
+from affine import Affine
 from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import MemoryFile
+from rasterio.warp import Resampling, reproject
 
 from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.settings import Settings
+from shared.tiles.grid import TileAddress
 
-__all__ = ["MOSAIC_ID", "RGB", "RGB_ID", "configure", "decode", "stored_tiles", "tile_url"]
+__all__ = [
+    "MOSAIC_ID",
+    "RGB",
+    "RGB_ID",
+    "configure",
+    "decode",
+    "reference",
+    "stored_tiles",
+    "tile_url",
+]
 
 #: the Landsat scene of the shared rasters, and the folder of its four quarters
 RGB = "single/RGB.byte.tif"
@@ -39,23 +53,44 @@ def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:
     return encode_id(rel)
 
 
-def decode(png: bytes) -> np.ndarray:
-    """The pixels of a PNG (bands, rows, columns)."""
+def decode(image: bytes) -> np.ndarray:
+    """The pixels of a PNG, WebP or JPEG image (bands, rows, columns), decoded by GDAL."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # a PNG has no georeference
-        with MemoryFile(png) as mem, mem.open() as ds:
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # an image has no georeference
+        with MemoryFile(image) as mem, mem.open() as ds:
             pixels: np.ndarray = ds.read()
     return pixels
 
 
-def tile_url(style: str, z: int, x: int, y: int, query: str = "") -> str:
-    return f"/api-user/rtile/{style}/en/{z}/{x}/{y}.png{query}"
+def reference(src: Path, tile: TileAddress, size: int = 256) -> np.ndarray:
+    """The tile's area read straight from the GeoTIFF, warped to ``size`` pixels by rasterio."""
+    b = tile.bounds_3857()
+    transform = Affine((b[2] - b[0]) / size, 0, b[0], 0, -(b[3] - b[1]) / size, b[3])
+    out = np.zeros((3, size, size), np.uint8)
+    with rasterio.open(src) as ds:
+        for i in range(3):
+            reproject(
+                rasterio.band(ds, i + 1),
+                out[i],
+                dst_transform=transform,
+                dst_crs="EPSG:3857",
+                resampling=Resampling.bilinear,
+                src_nodata=0,
+                dst_nodata=0,
+            )
+    return out
+
+
+def tile_url(style: str, z: int, x: int, y: int, query: str = "", suffix: str = ".png") -> str:
+    """The URL of a tile in language ``en``; ``suffix`` names its variant (``@2x.webp``, …)."""
+    return f"/api-user/rtile/{style}/en/{z}/{x}/{y}{suffix}{query}"
 
 
 def stored_tiles(settings: Settings, style: str) -> set[tuple[int, int, int]]:
-    """The ``(z, x, y)`` of the tiles of ``style`` in the file cache (language ``en``)."""
+    """The ``(z, x, y)`` of the PNG tiles of ``style`` in the file cache (language ``en``)."""
     root = settings.dirs.rtile / style / "en"
     return {
         tuple(int(p) for p in path.relative_to(root).with_suffix("").parts)  # type: ignore[misc]
         for path in root.rglob("*.png")
+        if "@" not in path.name  # not the @2x tiles
     }

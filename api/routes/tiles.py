@@ -14,6 +14,9 @@ from api.links import job_links
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
+from shared.params import Bbox
+from shared.tiles.encoding import Encoding
+from shared.tiles.formats import TileFormat, TileVariant, parse_variant
 from shared.tiles.grid import MAX_ZOOM, RenderArea, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
@@ -27,38 +30,52 @@ from shared.tiles.service import etag_of
 __all__ = ["ROUTES"]
 
 
-def _png(request: Request, png: bytes, cache: str, max_age: int) -> Response:
-    etag = etag_of(png)
+def _image(
+    request: Request, data: bytes, tile_format: TileFormat, cache: str, max_age: int
+) -> Response:
+    etag = etag_of(data)
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
     if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
         return Response(status_code=304, headers=headers)
-    return Response(png, media_type="image/png", headers=headers)
+    return Response(data, media_type=tile_format.media_type, headers=headers)
+
+
+async def _bbox_render(
+    request: Request, style: str, lang: str, variant: TileVariant, bbox: Bbox, srs: str
+) -> Response:
+    """A render of ``bbox``, ``width`` x ``height`` pixels (twice each for ``@2x``)."""
+    svc = services(request)
+    tiles = svc.settings.tiles
+    side_max = tiles.tile_max_size // variant.scale
+    width = int_param(request, "width", 256, 1, side_max) * variant.scale
+    height = int_param(request, "height", 256, 1, side_max) * variant.scale
+    if width * height > tiles.render_max_pixels:
+        raise InvalidInputError(
+            f"width x height must be at most {tiles.render_max_pixels} pixels",
+            parameter="width",
+            pixels=width * height,
+        )
+    svc.tiles.style(style)  # 404 for an unknown style
+    area = RenderArea(bbox, width, height, srs.lower(), variant.scale)
+    codec = Encoding.from_settings(tiles).codec(variant.format)
+    rendered = await svc.tiles.pool.render(style, lang, area, codec)
+    return _image(request, rendered.data, variant.format, "MISS", tiles.tile_max_age_s)
 
 
 async def get_tile(request: Request) -> Response:
-    """A tile of a style (or a BBOX render); ``debug=1`` answers the tile's debug object."""
+    """A tile of a style, ``<y>[@2x].<format>``, or a BBOX render; ``debug=1``: its debug object."""
     svc = services(request)
     settings = svc.settings
     params = request.path_params
     style = params["style"]
     lang = lang_param(request, params.get("lang"))
-    tile = parse_tile(params["z"], params["x"], params["y"])
+    row, variant = parse_variant(params["y"], params.get("format", TileFormat.PNG))
+    tile = parse_tile(params["z"], params["x"], row)
     service = svc.tiles
     srs = srs_param(request)
     bbox = bbox_param(request, ("BBOX", "bbox"), srs)
     if bbox is not None:
-        width = int_param(request, "width", 256, 1, settings.tiles.tile_max_size)
-        height = int_param(request, "height", 256, 1, settings.tiles.tile_max_size)
-        if width * height > settings.tiles.render_max_pixels:
-            raise InvalidInputError(
-                f"width x height must be at most {settings.tiles.render_max_pixels} pixels",
-                parameter="width",
-                pixels=width * height,
-            )
-        service.style(style)  # 404 for an unknown style
-        area = RenderArea(bbox, width, height, srs.lower())
-        rendered = await service.pool.render(style, lang, area)
-        return _png(request, rendered.png, "MISS", settings.tiles.tile_max_age_s)
+        return await _bbox_render(request, style, lang, variant, bbox, srs)
     if flag(request, "debug"):
         out = f"{style}-{tile.z}-{tile.x}-{tile.y}.png"
         argv = ["mapsvc", "render-tile", style, str(tile.z), str(tile.x), str(tile.y)]
@@ -70,8 +87,12 @@ async def get_tile(request: Request) -> Response:
         tile,
         svc.tile_stores.pick(flag(request, "isS3")),
         refresh=flag(request, "nocache"),
+        variant=variant,
+        encoding=Encoding.from_settings(settings.tiles),
     )
-    response = _png(request, result.png, result.cache, settings.tiles.tile_max_age_s)
+    response = _image(
+        request, result.data, variant.format, result.cache, settings.tiles.tile_max_age_s
+    )
     if result.empty:
         response.headers["X-Tile-Empty"] = "1"
     return response
@@ -79,6 +100,8 @@ async def get_tile(request: Request) -> Response:
 
 async def get_layer_pretile(request: Request) -> Response:
     """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering.
+
+    ``format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with ``@2x``.
 
     A plan above ``MAPSVC_PRETILE_MAX_TILES`` is ``422`` with the plan; while a run of the
     layer goes on, any other run of it (whatever its language or zooms) is ``409`` naming it.
@@ -89,6 +112,7 @@ async def get_layer_pretile(request: Request) -> Response:
     info = svc.tiles.style(style)
     minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
     maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
+    variant = TileVariant.from_name(request.query_params.get("format") or TileFormat.PNG)
     plan = plan_pretile(info.footprint, minzoom, maxzoom, ceiling=settings.tiles.pretile_max_tiles)
     if flag(request, "dryrun"):
         return JSONResponse(plan)
@@ -100,6 +124,7 @@ async def get_layer_pretile(request: Request) -> Response:
         "maxzoom": maxzoom,
         "refresh": flag(request, "nocache"),
         "s3": flag(request, "isS3"),
+        "variant": variant.name,
     }
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
@@ -134,8 +159,21 @@ async def get_speed_test(request: Request) -> Response:
 
 
 ROUTES = [
+    # `{y}` is the row, or the row and `@2x`; the `.png` forms first, then any other format
     Route("/rtile/{style}/{lang}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile"),
     Route("/rtile/{style}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile_nolang"),
+    Route(
+        "/rtile/{style}/{lang}/{z}/{x}/{y}.{format}",
+        get_tile,
+        methods=["GET"],
+        name="get_tile_format",
+    ),
+    Route(
+        "/rtile/{style}/{z}/{x}/{y}.{format}",
+        get_tile,
+        methods=["GET"],
+        name="get_tile_nolang_format",
+    ),
     Route("/gis-layer-pretile/{id}", get_layer_pretile, methods=["GET"], name="get_layer_pretile"),
     Route("/gis-speed-test", get_speed_test, methods=["GET"], name="get_speed_test"),
 ]

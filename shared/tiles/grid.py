@@ -16,12 +16,17 @@ MAX_ZOOM = 24
 
 @dataclass(frozen=True)
 class RenderArea:
-    """What one render draws: ``bbox`` (in the map's CRS, or in ``srs``) at a pixel size."""
+    """What one render draws: ``bbox`` (in the map's CRS, or in ``srs``) at a pixel size.
+
+    ``scale`` is Mapnik's ``scale_factor``: 2 for ``@2x`` tiles, drawn at twice the pixels with
+    symbols, lines and labels twice as large.
+    """
 
     bbox: tuple[float, float, float, float]
     width: int
     height: int
     srs: str | None = None
+    scale: int = 1
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,10 @@ class TileAddress:
         b = TMS.xy_bounds(morecantile.Tile(self.x, self.y, self.z))
         return (b.left, b.bottom, b.right, b.top)
 
-    def area(self, tile_size: int) -> RenderArea:
-        """The render of this tile, ``tile_size`` pixels a side."""
-        return RenderArea(self.bounds_3857(), tile_size, tile_size)
+    def area(self, tile_size: int, scale: int = 1) -> RenderArea:
+        """The render of this tile, ``tile_size`` x ``scale`` pixels a side."""
+        side = tile_size * scale
+        return RenderArea(self.bounds_3857(), side, side, scale=scale)
 
     def bounds_4326(self) -> tuple[float, float, float, float]:
         """The tile's bounds in degrees."""

@@ -1,4 +1,4 @@
-"""PNG tiles without Mapnik: a rendered image as passed around, and the empty tile."""
+"""Tile images without Mapnik: a rendered image as passed around, and the empty PNG."""
 
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ __all__ = ["Rendered", "transparent_png"]
 
 @dataclass(frozen=True)
 class Rendered:
-    """A rendered image: PNG bytes, and whether nothing was drawn on it."""
+    """A rendered image: its encoded bytes (PNG, WebP or JPEG), and whether nothing was drawn."""
 
-    png: bytes
+    data: bytes
     empty: bool
+
+    @property
+    def png(self) -> bytes:
+        """The bytes under their former name, for callers that render PNG (``render-tile``)."""
+        return self.data
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import UnavailableError
+from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea
 from shared.tiles.png import Rendered
 
@@ -51,9 +52,9 @@ def _started() -> int:
     return os.getpid()
 
 
-def _render(style: str, lang: str, area: RenderArea) -> Rendered:
+def _render(style: str, lang: str, area: RenderArea, codec: Codec) -> Rendered:
     assert _renderer is not None, "the render process was not started by RenderPool"
-    return _renderer.render(style, lang, area)
+    return _renderer.render(style, lang, area, codec)
 
 
 def _consume(job: asyncio.Future[Rendered]) -> None:
@@ -139,16 +140,21 @@ class RenderPool:
                 self._executor = None
         broken.shutdown(wait=False, cancel_futures=True)
 
-    async def render(self, style: str, lang: str, area: RenderArea) -> Rendered:
+    async def render(
+        self, style: str, lang: str, area: RenderArea, codec: Codec = PNG_CODEC
+    ) -> Rendered:
         """Render in a pool process (see :meth:`TileRenderer.render`).
+
+        A render is large when it has more pixels than a tile at its scale (an ``@2x`` tile is
+        not large).
 
         Raises:
             UnavailableError: the queue is full, the render took longer than the timeout, or a
                 render process died twice in a row.
         """
-        large = area.width * area.height > self._tile_pixels
+        large = area.width * area.height > self._tile_pixels * area.scale**2
         self._admit(large)
-        job = asyncio.ensure_future(self._run(style, lang, area))
+        job = asyncio.ensure_future(self._run(style, lang, area, codec))
         job.add_done_callback(lambda _: self._release(large))
         try:
             return await asyncio.wait_for(asyncio.shield(job), self.limits.timeout_s)

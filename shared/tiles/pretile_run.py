@@ -19,6 +19,8 @@ from typing import Any
 
 from shared.errors import ConflictError, JobCancelledError, MapsvcError, UnprocessableError
 from shared.jobs import Continued, JobReporter, JobStore
+from shared.tiles.encoding import DEFAULT_ENCODING, Encoding
+from shared.tiles.formats import PNG_TILE, TileVariant
 from shared.tiles.pretile import (
     CHUNK,
     Chunk,
@@ -62,6 +64,7 @@ class PretileJob:
     lang: str
     refresh: bool
     s3: bool
+    variant: TileVariant = PNG_TILE
 
 
 class PretileRunner:
@@ -73,6 +76,7 @@ class PretileRunner:
         stores: the tile caches.
         max_tiles: the most tiles of one run (``MAPSVC_PRETILE_MAX_TILES``).
         lock_ttl_s: how long a layer's lock lasts unless the run refreshes it.
+        encoding: how tiles of each format are encoded (``MAPSVC_JPEG_QUALITY``, …).
     """
 
     def __init__(
@@ -83,12 +87,14 @@ class PretileRunner:
         *,
         max_tiles: int,
         lock_ttl_s: int,
+        encoding: Encoding = DEFAULT_ENCODING,
     ) -> None:
         self.store = store
         self.renderer = renderer
         self.stores = stores
         self.max_tiles = max_tiles
         self.lock_ttl_s = lock_ttl_s
+        self.encoding = encoding
 
     def _counters(self, job_id: str) -> PretileCounters:
         return PretileCounters(self.store.client, job_id, self.store.ttl_s)
@@ -122,7 +128,10 @@ class PretileRunner:
                 raise ConflictError(
                     f"layer {style} is being pre-tiled by job {running}", job_id=running
                 )
-            report.line(f"Pretile {style}: zooms {minzoom}-{maxzoom - 1}, {plan['total']} tiles")
+            report.line(
+                f"Pretile {style}: zooms {minzoom}-{maxzoom - 1}, {plan['total']} tiles"
+                + ("" if job.variant == PNG_TILE else f" as {job.variant.name}")
+            )
             for entry in plan["zooms"]:
                 state = "tiled" if entry["tiled"] else "cut by the cap"
                 report.line(f"Zoom {entry['zoom']}: {entry['tiles']} tiles, {state}")
@@ -202,14 +211,18 @@ class PretileRunner:
         self, chunk: Chunk, job: PretileJob, store: TileStore, counts: dict[str, int]
     ) -> str | None:
         """Render the chunk's tiles into ``counts``; the error that stopped it, if one did."""
+        variant = job.variant
+        codec = self.encoding.codec(variant.format)
         try:
             for tile in chunk.tiles():
-                key = tile_key(job.style, job.lang, tile)
+                key = tile_key(job.style, job.lang, tile, variant)
                 if not job.refresh and store.exists(key):
                     counts["skipped"] += 1
                     continue
-                rendered = self.renderer.render_tile(job.style, job.lang, tile)
-                store.put(key, rendered.png)
+                rendered = self.renderer.render_tile(
+                    job.style, job.lang, tile, codec, variant.scale
+                )
+                store.put(key, rendered.data)
                 counts["rendered"] += 1
                 counts["empty"] += rendered.empty
         except MapsvcError as exc:

@@ -19,6 +19,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from shared.errors import UnavailableError
+from shared.tiles.store import key_format
 from shared.tiles.styles import check_style_id
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def _prefix(value: str) -> str:
 
 
 class S3TileStore:
-    """Tiles as objects ``<prefix><style>/<lang>/<z>/<x>/<y>.png`` in one bucket.
+    """Tiles as objects ``<prefix><style>/<lang>/<z>/<x>/<y>[@2x].<ext>`` in one bucket.
 
     The bucket is not created: a missing bucket is an ``UnavailableError`` naming it. One
     boto3 client serves every thread (boto3 clients are thread-safe); it has explicit timeouts
@@ -144,12 +145,16 @@ class S3TileStore:
     def put(self, key: str, data: bytes) -> None:
         """Store a tile in one PutObject: readers see the whole object or none.
 
+        The object's ``Content-Type`` is its format's (from the key's extension).
+
         Raises:
+            InvalidInputError: the key does not end with a tile format's extension.
             UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
         """
+        media_type = key_format(key).media_type
         try:
             self._client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=data, ContentType="image/png"
+                Bucket=self.bucket, Key=self._key(key), Body=data, ContentType=media_type
             )
         except (ClientError, BotoCoreError) as exc:
             raise self._unavailable("storing a tile", key, exc) from exc

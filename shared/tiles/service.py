@@ -10,8 +10,10 @@ from pathlib import Path
 from rasterio.warp import transform_bounds
 
 from shared.singleflight import SingleFlight
+from shared.tiles.encoding import DEFAULT_ENCODING, Encoding, empty_tile
+from shared.tiles.formats import PNG_TILE, TileVariant
 from shared.tiles.grid import TileAddress
-from shared.tiles.png import Rendered, transparent_png
+from shared.tiles.png import Rendered
 from shared.tiles.pool import RenderPool
 from shared.tiles.store import TileStore, tile_key
 from shared.tiles.styles import StyleInfo, read_style
@@ -21,16 +23,16 @@ __all__ = ["TileResult", "TileService", "etag_of"]
 
 @dataclass(frozen=True)
 class TileResult:
-    """A tile and how it was obtained."""
+    """A tile (its encoded bytes) and how it was obtained."""
 
-    png: bytes
+    data: bytes
     cache: str  # "HIT" or "MISS"
     empty: bool
 
 
-def etag_of(png: bytes) -> str:
-    """A strong ETag of a tile's bytes."""
-    return '"' + hashlib.blake2b(png, digest_size=16).hexdigest() + '"'
+def etag_of(data: bytes) -> str:
+    """A strong ETag of a tile's bytes (each format and scale has its own bytes, so its own)."""
+    return '"' + hashlib.blake2b(data, digest_size=16).hexdigest() + '"'
 
 
 class TileService:
@@ -50,7 +52,15 @@ class TileService:
         return read_style(self.mapnik_dir, style)
 
     async def tile(
-        self, style: str, lang: str, tile: TileAddress, store: TileStore, *, refresh: bool
+        self,
+        style: str,
+        lang: str,
+        tile: TileAddress,
+        store: TileStore,
+        *,
+        refresh: bool,
+        variant: TileVariant = PNG_TILE,
+        encoding: Encoding = DEFAULT_ENCODING,
     ) -> TileResult:
         """A tile from ``store``, or rendered (and stored unless ``refresh``).
 
@@ -60,6 +70,8 @@ class TileService:
             tile: the tile.
             store: the tile cache to read and fill.
             refresh: render afresh and store nothing (``nocache=1``).
+            variant: the tile's format and scale; each is cached under its own key.
+            encoding: how the format is encoded (a cached tile keeps the encoding it had).
 
         Raises:
             NotFoundError: no such style.
@@ -67,20 +79,22 @@ class TileService:
         """
         info = self.style(style)
         if info.bounds is not None and not tile.intersects(info.bounds):
-            return TileResult(transparent_png(self.tile_size, self.tile_size), "MISS", True)
-        key = tile_key(style, lang, tile)
+            empty = empty_tile(variant.format, self.tile_size * variant.scale)
+            return TileResult(empty, "MISS", True)
+        key = tile_key(style, lang, tile, variant)
         if not refresh:
             cached = await asyncio.to_thread(store.get, key)
             if cached is not None:
                 return TileResult(cached, "HIT", False)
 
         async def render() -> Rendered:
-            return await self.pool.render(style, lang, tile.area(self.tile_size))
+            area = tile.area(self.tile_size, variant.scale)
+            return await self.pool.render(style, lang, area, encoding.codec(variant.format))
 
         async def render_and_store() -> Rendered:
             rendered = await render()
             self.renders += 1
-            await asyncio.to_thread(store.put, key, rendered.png)
+            await asyncio.to_thread(store.put, key, rendered.data)
             return rendered
 
         if refresh:
@@ -88,7 +102,7 @@ class TileService:
         else:
             # keyed by store too: a waiter's tile must land in its own store
             rendered = await self._inflight.run((store, key), render_and_store)
-        return TileResult(rendered.png, "MISS", rendered.empty)
+        return TileResult(rendered.data, "MISS", rendered.empty)
 
     def bbound(self, style: str, tile: TileAddress) -> list[float]:
         """The tile's corners in the CRS of the style's layer (spec 2.6 ``bbound``)."""

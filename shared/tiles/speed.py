@@ -65,9 +65,9 @@ def speed_test(
             rendered = renderer.render_tile(style, lang, tile)
             cold.append((time.perf_counter() - t0) * 1000)
             key = tile_key(style, lang, tile)
-            store.put(key, rendered.png)
+            store.put(key, rendered.data)
             t0 = time.perf_counter()
-            if store.get(key) != rendered.png:
+            if store.get(key) != rendered.data:
                 raise UnavailableError(f"the tile cache did not give back tile {key}")
             cached.append((time.perf_counter() - t0) * 1000)
         entry: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""The tile cache: ``<style>/<lang>/<z>/<x>/<y>.png`` keys, on disk or in object storage."""
+"""The tile cache: ``<style>/<lang>/<z>/<x>/<y>[@2x].<ext>`` keys, on disk or in object storage."""
 
 from __future__ import annotations
 
@@ -7,15 +7,25 @@ from pathlib import Path
 from typing import Protocol
 
 from shared.raster.files import write_atomic
+from shared.tiles.formats import PNG_TILE, TileFormat, TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
 
-__all__ = ["FileTileStore", "TileStore", "tile_key"]
+__all__ = ["FileTileStore", "TileStore", "key_format", "tile_key"]
 
 
-def tile_key(style: str, lang: str, tile: TileAddress) -> str:
-    """The cache key of a tile, the same on disk and in a bucket."""
-    return f"{style}/{lang}/{tile.z}/{tile.x}/{tile.y}.png"
+def tile_key(style: str, lang: str, tile: TileAddress, variant: TileVariant = PNG_TILE) -> str:
+    """The cache key of a tile, the same on disk and in a bucket.
+
+    ``<style>/<lang>/<z>/<x>/<y>.png`` for a PNG (the keys of every tile before other formats),
+    and beside it ``<y>.webp``, ``<y>.jpg``, ``<y>@2x.png``, … for the other variants.
+    """
+    return f"{style}/{lang}/{tile.z}/{tile.x}/{tile.y}{variant.suffix}"
+
+
+def key_format(key: str) -> TileFormat:
+    """The format of the tile stored under ``key`` (from its extension)."""
+    return TileFormat.from_extension(key.rpartition(".")[2])
 
 
 class TileStore(Protocol):

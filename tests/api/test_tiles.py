@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 import rasterio
 import redis
-from affine import Affine
-from rasterio.warp import Resampling, reproject, transform_bounds
+from rasterio.warp import transform_bounds
 from starlette.testclient import TestClient
 
 from api.app import create_app
@@ -24,7 +23,7 @@ from shared.tiles.grid import TileAddress
 from shared.tiles.png import transparent_png
 from tests.checks import assert_error
 from tests.conftest import ROOT, admin_client, settings_env
-from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, tile_url
+from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, reference, tile_url
 
 
 @pytest.fixture(scope="module")
@@ -32,25 +31,6 @@ def tc(settings: Settings, layers: None) -> Iterator[TestClient]:
     """One app (and one render pool) for the module."""
     with admin_client(create_app(settings), raise_server_exceptions=False) as client:
         yield client
-
-
-def reference(src: Path, tile: TileAddress) -> np.ndarray:
-    """The tile's area read straight from the GeoTIFF, warped to the tile by rasterio."""
-    b = tile.bounds_3857()
-    transform = Affine((b[2] - b[0]) / 256, 0, b[0], 0, -(b[3] - b[1]) / 256, b[3])
-    out = np.zeros((3, 256, 256), np.uint8)
-    with rasterio.open(src) as ds:
-        for i in range(3):
-            reproject(
-                rasterio.band(ds, i + 1),
-                out[i],
-                dst_transform=transform,
-                dst_crs="EPSG:3857",
-                resampling=Resampling.bilinear,
-                src_nodata=0,
-                dst_nodata=0,
-            )
-    return out
 
 
 @pytest.mark.parametrize(("z", "x", "y"), [(10, 290, 442), (11, 580, 884), (11, 581, 879)])

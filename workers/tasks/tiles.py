@@ -6,6 +6,8 @@ import functools
 from typing import Any
 
 from shared.jobs import Continued, JobReporter
+from shared.tiles.encoding import Encoding
+from shared.tiles.formats import TileVariant
 from shared.tiles.pretile import Chunk
 from shared.tiles.pretile_run import PretileJob, PretileRunner
 from shared.tiles.render import TileRenderer
@@ -34,6 +36,7 @@ def _runner() -> PretileRunner:
         _stores(),
         max_tiles=settings.tiles.pretile_max_tiles,
         lock_ttl_s=settings.jobs.job_time_limit_s,
+        encoding=Encoding.from_settings(settings.tiles),
     )
 
 
@@ -46,16 +49,21 @@ def pretile(
     maxzoom: int,
     refresh: bool,
     s3: bool,
+    variant: str = "png",
 ) -> Continued | dict[str, Any]:
-    """Plan the run and start sending its chunks; the last of them ends the job (spec 4.2)."""
-    job = PretileJob(report.job_id, style, lang, refresh, s3)
+    """Plan the run and start sending its chunks; the last of them ends the job (spec 4.2).
+
+    ``variant`` names the tiles' format and scale (``png``, ``webp@2x``, …); every step of the
+    run is sent it (a step sent before it existed makes PNG tiles).
+    """
+    job = PretileJob(report.job_id, style, lang, refresh, s3, TileVariant.from_name(variant))
     return _runner().start(
         report,
         job,
         minzoom,
         maxzoom,
         lambda bounds, plan, start, sent: send_chunks.delay(
-            job.job_id, style, lang, bounds, plan, refresh, s3, start, sent
+            job.job_id, style, lang, bounds, plan, refresh, s3, start, sent, variant
         ),
     )
 
@@ -71,22 +79,23 @@ def send_chunks(
     s3: bool,
     start: int,
     sent_tiles: int,
+    variant: str = "png",
 ) -> None:
     """Send the run's next chunks from the ``start``-th, then queue the next step behind them.
 
     Resent when its worker process dies: a chunk sent twice still counts once.
     """
     _runner().send(
-        PretileJob(job_id, style, lang, refresh, s3),
+        PretileJob(job_id, style, lang, refresh, s3, TileVariant.from_name(variant)),
         bounds,
         plan,
         start,
         sent_tiles,
         send_chunk=lambda c: render_chunk.delay(
-            job_id, style, lang, c.z, c.x0, c.y0, c.x1, c.y1, refresh, s3
+            job_id, style, lang, c.z, c.x0, c.y0, c.x1, c.y1, refresh, s3, variant
         ),
         send_next=lambda bounds, plan, start, sent: send_chunks.delay(
-            job_id, style, lang, bounds, plan, refresh, s3, start, sent
+            job_id, style, lang, bounds, plan, refresh, s3, start, sent, variant
         ),
     )
 
@@ -103,9 +112,11 @@ def render_chunk(
     y1: int,
     refresh: bool,
     s3: bool,
+    variant: str = "png",
 ) -> None:
     """Render the tiles of one chunk that are not cached yet (all of them with ``refresh``)."""
-    _runner().render(PretileJob(job_id, style, lang, refresh, s3), Chunk(z, x0, y0, x1, y1))
+    job = PretileJob(job_id, style, lang, refresh, s3, TileVariant.from_name(variant))
+    _runner().render(job, Chunk(z, x0, y0, x1, y1))
 
 
 @app.task(base=JobTask, name="tiles.speed_test")

@@ -61,7 +61,7 @@ async def test_a_tile_outside_the_footprint_is_empty_without_a_render(
 
     result = await tiles.tile(STYLE, "en", OUTSIDE, store, refresh=False)
 
-    assert (result.png, result.cache, result.empty) == (transparent_png(), "MISS", True)
+    assert (result.data, result.cache, result.empty) == (transparent_png(), "MISS", True)
     assert pool.renders == 0
     assert not (tmp_path / "rtile").exists()
 
@@ -75,9 +75,9 @@ async def test_a_miss_renders_and_stores_then_the_cache_answers(
     first = await tiles.tile(STYLE, "en", INSIDE, store, refresh=False)
     second = await tiles.tile(STYLE, "en", INSIDE, store, refresh=False)
 
-    assert (first.png, first.cache, first.empty) == (b"\x89PNG rendered", "MISS", False)
+    assert (first.data, first.cache, first.empty) == (b"\x89PNG rendered", "MISS", False)
     assert store.get(tile_key(STYLE, "en", INSIDE)) == b"\x89PNG rendered"
-    assert (second.png, second.cache) == (b"\x89PNG rendered", "HIT")
+    assert (second.data, second.cache) == (b"\x89PNG rendered", "HIT")
     assert pool.renders == tiles.renders == 1
 
 
@@ -90,7 +90,7 @@ async def test_a_refresh_renders_again_and_stores_nothing(
 
     result = await tiles.tile(STYLE, "en", INSIDE, store, refresh=True)
 
-    assert (result.png, result.cache) == (b"\x89PNG rendered", "MISS")
+    assert (result.data, result.cache) == (b"\x89PNG rendered", "MISS")
     assert store.get(tile_key(STYLE, "en", INSIDE)) == b"cached"
     assert pool.renders == 1
 
@@ -105,7 +105,7 @@ async def test_concurrent_misses_of_one_tile_share_one_render(
         *(tiles.tile(STYLE, "en", INSIDE, store, refresh=False) for _ in range(5))
     )
 
-    assert {r.png for r in results} == {b"\x89PNG rendered"}
+    assert {r.data for r in results} == {b"\x89PNG rendered"}
     assert pool.renders == 1
 
 
