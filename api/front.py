@@ -36,7 +36,7 @@ _STYLE = "[A-Za-z0-9_-]{1,240}"
 _LANG = LANG_PATTERN.strip("^$").replace("(", "(?:")
 _TILE = (
     rf"^/(?:api-user|api/v1)/rtile/(?<style>{_STYLE})/(?:(?<lang>{_LANG})/)?"
-    r"(?<z>[0-9]{1,2})/(?<x>[0-9]{1,8})/(?<y>[0-9]{1,8})\.png$"
+    r"(?<z>[0-9]{1,2})/(?<x>[0-9]{1,8})/(?<y>[0-9]{1,8}(?:@2x)?)\.(?<ext>png|webp|jpe?g)$"
 )
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
 
@@ -93,7 +93,11 @@ http {{
     sendfile on;
     tcp_nopush on;
     keepalive_requests 100000;
-    types {{ image/png png; }}
+    types {{
+        image/png png;
+        image/webp webp;
+        image/jpeg jpg;
+    }}
     default_type application/octet-stream;
     client_body_temp_path {run_dir}/body;
     proxy_temp_path {run_dir}/proxy;
@@ -108,6 +112,10 @@ http {{
     }}
     map $style $public {{
 {_public_map(settings)}
+    }}
+    map $ext $tile_ext {{
+        jpeg jpg;
+        default $ext;
     }}
     map $lang $tile_lang {{
         "" {settings.default_lang};
@@ -141,7 +149,7 @@ http {{
             limit_req zone=tiles burst={per_min} nodelay;
             limit_req_status 429;
             root {tiles};
-            try_files /$style/$tile_lang/$z/$x/$y.png @api;
+            try_files /$style/$tile_lang/$z/$x/$y.$tile_ext @api;
             add_header X-Cache HIT always;
             add_header Cache-Control "public, max-age={max_age}" always;
 {_cors(settings)}        }}

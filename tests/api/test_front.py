@@ -108,3 +108,18 @@ def test_the_front_keeps_the_tiles_budget(settings: Settings, layers: None) -> N
         statuses = [httpx.get(f"{base}{TILE}").status_code for _ in range(6)]
     assert statuses[0] == 200
     assert 429 in statuses
+
+
+def test_every_format_and_retina_tile_comes_from_disk(fronted: tuple[str, Settings]) -> None:
+    base, settings = fronted
+    for suffix, media in (("@2x.webp", "image/webp"), (".jpg", "image/jpeg")):
+        url = f"{base}{tile_url(RGB_ID, 9, 144, 220, suffix=suffix)}"
+        first = httpx.get(url)  # rendered and cached by the API
+        assert first.status_code == 200
+        assert "x-request-id" in first.headers
+        hit = httpx.get(url)
+        assert "x-request-id" not in hit.headers, suffix
+        assert hit.headers["content-type"] == media
+        assert hit.content == first.content
+    jpeg = httpx.get(f"{base}{tile_url(RGB_ID, 9, 144, 220, suffix='.jpeg')}")
+    assert "x-request-id" not in jpeg.headers  # .jpeg is the .jpg file
