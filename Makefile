@@ -42,6 +42,7 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_tiles
 	$(BIN)/python -m tests.bench.bench_vector
 	$(BIN)/python -m tests.bench.bench_front
+	$(BIN)/python -m tests.bench.bench_zooms
 
 # the service under hostile load (wrk, SSE streams, slow readers): probes answer in 5 s, no 500
 stress: setup

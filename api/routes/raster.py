@@ -14,6 +14,7 @@ from api.services import services
 from shared.raster.layer import locate_layer
 from shared.raster.paths import decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
+from shared.raster.resampling import parse_resampling
 
 __all__ = ["ROUTES"]
 
@@ -37,15 +38,19 @@ async def get_raster_list(request: Request) -> JSONResponse:
 
 
 async def get_raster_config(request: Request) -> Response:
-    """Configure the raster at ``path`` as a layer: a job (spec 4.4, 2.2)."""
+    """Configure the raster at ``path`` as a layer, drawn with ``resampling``: a job (spec 4.4,
+    2.2)."""
     svc = services(request)
     settings = svc.settings
+    resampling = parse_resampling(request.query_params.get("resampling"))
+    refresh = flag(request, "nocache")
     where = await run_in_threadpool(locate_layer, settings.work_dir, request.path_params["path"])
     params = {
         "path": where.rel_path,
         "lang": settings.default_lang,
         "url_prefix": api_prefix(request),
-        "refresh": flag(request, "nocache"),
+        "refresh": refresh,
+        "resampling": resampling.value,
     }
     jobs = svc.jobs
     return await jobs.reply(request, "raster-config", "raster.configure", params, dedup=True)

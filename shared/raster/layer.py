@@ -2,15 +2,17 @@
 
 Configuring a layer checks its files, makes a preview (one tenth of the resolution, with
 overviews) of each, a mosaic VRT (and a VRT of the previews) when the layer is a folder of
-several files, reads location and CRS, and writes the Mapnik XML to
-``<workDir>/map/mapnik/<raster id>.xml``. Derived files go to ``<workDir>/map/derived/<id>/``,
-so the user's raster folders stay as they are. Every stage is a line on the job's stream.
+several files, overviews of the source when it has none (:mod:`shared.raster.overviews`), reads
+location and CRS, and writes the Mapnik XML to ``<workDir>/map/mapnik/<raster id>.xml``.
+Derived files go to ``<workDir>/map/derived/<id>/``, so the user's raster folders stay as they
+are. Every stage is a line on the job's stream. The layer's resampling (chosen at
+configuration) draws it and computes its previews and overviews.
 
-A (re)configuration builds its previews into a new build folder ``<derived>/<id>/b-<hex>/``
-and then swaps the XML (one atomic rename) to point at it: until the swap the old
-configuration keeps serving tiles, and a failed rebuild leaves the old layer as it was. Only
-then are the layer's old build folders and its own tiles removed. One configuration of a layer
-runs at a time (a lock file in its derived folder).
+A (re)configuration builds its previews and overviews into a new build folder
+``<derived>/<id>/b-<hex>/`` and then swaps the XML (one atomic rename) to point at it: until the
+swap the old configuration keeps serving tiles, and a failed rebuild leaves the old layer as it
+was. Only then are the layer's old build folders and its own tiles removed. One configuration of
+a layer runs at a time (a lock file in its derived folder).
 """
 
 from __future__ import annotations
@@ -28,18 +30,19 @@ from pathlib import Path
 from typing import Any
 
 import rasterio
-from affine import Affine
-from rasterio.enums import Resampling
 from rasterio.warp import transform_bounds
 
 from shared.cache import file_signature
 from shared.errors import UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import layer_files
-from shared.raster.files import atomic_path, write_atomic
+from shared.raster.files import write_atomic
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, proj4
+from shared.raster.overviews import OVERVIEWS_VRT, build_overviews, has_overviews
 from shared.raster.paths import encode_id, normalise_path, raster_root, resolve
+from shared.raster.preview import PREVIEW_FACTOR, SMALL_RASTER_PX, write_preview
+from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.stat import describe_file
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import mosaic_vrt
@@ -48,13 +51,14 @@ from shared.workdir import WorkDir
 
 __all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source", "tile_url"]
 
-PREVIEW_FACTOR = 10
-#: Rasters whose sides are all at most this many pixels are drawn from their source at every
-#: zoom: their preview would be smaller than a tile.
-SMALL_RASTER_PX = 2560
+#: The overviews are drawn once the map's pixels are at least this many of the source's: there
+#: the first level (1/2) is as fine as the map, and the source would be read at a reduction.
+OVERVIEW_FROM = 2
 _RES_Z0 = 2 * math.pi * 6378137 / 256  # metres per pixel of Web Mercator zoom 0
 _METRES_PER_SCREEN_PX = 0.00028  # Mapnik's scale denominator = resolution / this
 _MANIFEST = "manifest.json"
+#: 2: builds have overviews, and the manifest records the layer's choices
+_MANIFEST_VERSION = 2
 _BUILD_PREFIX = "b-"
 
 
@@ -113,38 +117,21 @@ def mosaic_source(where: LayerLocation, files: list[Path]) -> Path:
     return vrt
 
 
-def _write_preview(src: Path, dst: Path) -> tuple[int, int]:
-    with rasterio.open(src) as ds:
-        width = max(1, math.ceil(ds.width / PREVIEW_FACTOR))
-        height = max(1, math.ceil(ds.height / PREVIEW_FACTOR))
-        data = ds.read(out_shape=(ds.count, height, width), resampling=Resampling.average)
-        profile = {
-            "driver": "GTiff",
-            "dtype": ds.dtypes[0],
-            "count": ds.count,
-            "width": width,
-            "height": height,
-            "crs": ds.crs,
-            "transform": ds.transform @ Affine.scale(ds.width / width, ds.height / height),
-            "nodata": ds.nodata,
-            "tiled": True,
-            "blockxsize": 256,
-            "blockysize": 256,
-            "compress": "deflate",
-        }
-        colorinterp = ds.colorinterp
-    with atomic_path(dst) as tmp:
-        with rasterio.open(tmp, "w", **profile) as out:
-            out.write(data)
-            out.colorinterp = colorinterp
-            factors = [2**i for i in range(1, 10) if min(width, height) / 2**i >= 128]
-            if factors:
-                out.build_overviews(factors, Resampling.average)
-    return width, height
+@dataclass(frozen=True)
+class _Choices:
+    """What a configuration was asked for besides its files; recorded in the manifest."""
+
+    resampling: LayerResampling
+    overviews: bool
 
 
-def _manifest(files: list[Path]) -> dict[str, Any]:
-    return {"version": 1, "files": file_signature(files)}
+def _manifest(files: list[Path], choices: _Choices) -> dict[str, Any]:
+    return {
+        "version": _MANIFEST_VERSION,
+        "files": file_signature(files),
+        "resampling": choices.resampling.value,
+        "overviews": choices.overviews,
+    }
 
 
 def _compressed(files: list[Path]) -> str:
@@ -164,6 +151,8 @@ def configure_layer(
     url_prefix: str,
     refresh: bool,
     stores: Sequence[TileStore] | None = None,
+    resampling: LayerResampling = DEFAULT_RESAMPLING,
+    overviews: bool = True,
 ) -> dict[str, Any]:
     """Build (or reuse) the configuration of a raster layer, reporting each stage.
 
@@ -173,9 +162,14 @@ def configure_layer(
         report: the job's reporter.
         lang: the language put into the tile URL.
         url_prefix: where the API serves its routes (it gives it); the tile URL starts with it.
-        refresh: rebuild previews, VRTs and XML even when they are up to date (``nocache=1``).
+        refresh: rebuild previews, VRTs, overviews and XML even when they are up to date
+            (``nocache=1``).
         stores: the tile caches that drop the layer's tiles when its configuration changes
             (default: the file cache under ``<workDir>/map/rtile``).
+        resampling: how the layer is drawn, and its previews and overviews computed; a
+            configuration made with another is rebuilt.
+        overviews: build overviews for a source without any (False: draw it as configurations
+            did before overviews, for comparisons).
 
     Returns:
         The raster configuration result (spec 2.2) and ``layer``, the id of the configuration.
@@ -197,7 +191,8 @@ def configure_layer(
         raise UnprocessableError(f"{broken[0]['name']}: {broken[0]['err']}", file=broken[0]["name"])
     report.line(f"Raster file check: {len(files)} file(s) readable", progress=0.1)
 
-    manifest = _manifest(files)
+    choices = _Choices(resampling, overviews)
+    manifest = _manifest(files, choices)
     with _layer_lock(where.derived_dir):
         current = None if refresh else _current_build(where.derived_dir, manifest)
         reuse = current is not None
@@ -211,6 +206,7 @@ def configure_layer(
                 report,
                 url=tile_url(url_prefix, where.raster_id, lang),
                 reuse=reuse,
+                choices=choices,
             )
         except BaseException:
             if build != current:  # a failed rebuild leaves the old layer as it was
@@ -248,13 +244,14 @@ def _layer_lock(derived_dir: Path) -> Iterator[None]:
 
 
 def _current_build(derived_dir: Path, manifest: dict[str, Any]) -> Path | None:
-    """The build folder of the layer's configuration, when its files are still the same."""
+    """The build folder of the layer's configuration, when its files and choices are the same
+    (and it was made by this version of the configuration)."""
     path = derived_dir / _MANIFEST
     if not path.is_file():
         return None
     kept = json.loads(path.read_text())
     build = derived_dir / str(kept.get("build", ""))
-    same = kept.get("files") == json.loads(json.dumps(manifest["files"]))
+    same = {key: kept.get(key) for key in manifest} == json.loads(json.dumps(manifest))
     return build if same and kept.get("build") and build.is_dir() else None
 
 
@@ -303,28 +300,16 @@ def _build(
     *,
     url: str,
     reuse: bool,
+    choices: _Choices,
 ) -> _Built:
-    """Make previews and VRTs in ``build`` (kept when ``reuse``), and the XML that uses them.
+    """Make previews, VRTs and overviews in ``build`` (kept when ``reuse``), and the XML that
+    uses them.
 
     ``url`` is the layer's tile URL template, for the result.
     """
     build.mkdir(parents=True, exist_ok=True)
     t_preview = time.monotonic()
-    report.line(f"Start compression: {len(files)} file(s), previews 1/{PREVIEW_FACTOR}")
-    previews = []
-    for i, path in enumerate(files, start=1):
-        preview = build / f"preview-{i:04d}-{path.stem}.tif"
-        previews.append(preview)
-        if reuse and preview.is_file():
-            report.line(f"Preview: {path.name} (up to date)", progress=0.1 + 0.4 * i / len(files))
-            continue
-        try:
-            width, height = _write_preview(path, preview)
-        except GDAL_ERRORS as exc:
-            raise UnprocessableError(f"{path.name}: {gdal_message(exc)}", file=path.name) from exc
-        report.line(
-            f"Preview: {path.name} -> {width}x{height}", progress=0.1 + 0.4 * i / len(files)
-        )
+    previews = _previews(files, build, report, reuse=reuse, choices=choices)
     ms_preview = int((time.monotonic() - t_preview) * 1000)
 
     t_vrt = time.monotonic()
@@ -338,6 +323,10 @@ def _build(
         source, preview_source = files[0], previews[0]
         report.line("VRT: not needed (one file)")
     ms_vrt = int((time.monotonic() - t_vrt) * 1000)
+
+    t_overviews = time.monotonic()
+    overviews = _overviews(source, build, report, reuse=reuse, choices=choices)
+    ms_overviews = int((time.monotonic() - t_overviews) * 1000)
 
     t_info = time.monotonic()
     with rasterio.open(source) as ds:
@@ -364,15 +353,10 @@ def _build(
     zoom = max(0, round(math.log2(_RES_Z0 / resolution)))
     report.line(f"Raster zoom: {zoom} ({resolution:.3f} m/px)", progress=0.7)
     # the preview is drawn once the map's pixels are at least half the preview's
-    preview_resolution = PREVIEW_FACTOR / 2 * resolution
-    preview_scale = preview_resolution / _METRES_PER_SCREEN_PX
-    preview_zoom = math.floor(math.log2(_RES_Z0 / preview_resolution))
-    scaling = (
-        "source at every zoom (small raster)"
-        if small
-        else (f"preview up to zoom {preview_zoom} (scale 1:{preview_scale:.0f}), source above")
-    )
-    report.line(f"Raster scaling: {scaling}")
+    preview = _Band("preview", PREVIEW_FACTOR / 2 * resolution)
+    overview = _Band("overviews", OVERVIEW_FROM * resolution)
+    drawn = [band for band, file in ((preview, not small), (overview, overviews)) if file]
+    report.line(f"Raster scaling: {_scaling(choices.resampling, drawn, small)}")
     ms_info = int((time.monotonic() - t_info) * 1000)
 
     t_xml = time.monotonic()
@@ -383,11 +367,14 @@ def _build(
         srs=srs,
         source=source,
         preview=None if small else preview_source,
-        preview_min_scale=preview_scale,
+        preview_min_scale=preview.scale,
         nodata=nodata,
+        overviews=overviews,
+        overview_min_scale=overview.scale,
+        resampling=choices.resampling,
     )
     xml = style_xml(spec, where.xml_path.parent)
-    times = f"preview {ms_preview}ms, vrt {ms_vrt}ms, info {ms_info}ms"
+    times = f"preview {ms_preview}ms, vrt {ms_vrt}ms, overviews {ms_overviews}ms, info {ms_info}ms"
     result = {
         "id": where.name,
         "layer": where.raster_id,
@@ -395,3 +382,75 @@ def _build(
         "url": url,
     }
     return _Built(xml, times, t_xml, result)
+
+
+def _previews(
+    files: list[Path], build: Path, report: JobReporter, *, reuse: bool, choices: _Choices
+) -> list[Path]:
+    """The preview of each file, made in ``build`` (or kept there when ``reuse``)."""
+    report.line(f"Start compression: {len(files)} file(s), previews 1/{PREVIEW_FACTOR}")
+    previews = []
+    for i, path in enumerate(files, start=1):
+        preview = build / f"preview-{i:04d}-{path.stem}.tif"
+        previews.append(preview)
+        progress = 0.1 + 0.2 * i / len(files)
+        if reuse and preview.is_file():
+            report.line(f"Preview: {path.name} (up to date)", progress=progress)
+            continue
+        try:
+            width, height = write_preview(path, preview, choices.resampling.gdal)
+        except GDAL_ERRORS as exc:
+            raise UnprocessableError(f"{path.name}: {gdal_message(exc)}", file=path.name) from exc
+        report.line(f"Preview: {path.name} -> {width}x{height}", progress=progress)
+    return previews
+
+
+def _overviews(
+    source: Path, build: Path, report: JobReporter, *, reuse: bool, choices: _Choices
+) -> Path | None:
+    """The VRT that draws ``source`` through the overviews built for it in ``build`` (or kept
+    there when ``reuse``); None when the source is drawn as it is."""
+    vrt = build / OVERVIEWS_VRT
+    if not choices.overviews:
+        report.line("Overviews: not built (asked so)", progress=0.65)
+        return None
+    if has_overviews(source):
+        report.line(f"Overviews: {source.name} has its own", progress=0.65)
+        return None
+    if reuse and vrt.is_file():
+        report.line("Overviews: (up to date)", progress=0.65)
+        return vrt
+    report.line(f"Overviews: of {source.name}, {choices.resampling}")
+
+    def progress(text: str, done: float) -> None:
+        report.line(text, progress=0.3 + 0.35 * done)
+
+    built = build_overviews(source, build, choices.resampling.gdal, progress)
+    if built is None:
+        report.line("Overviews: not needed (the raster fits in a tile)", progress=0.65)
+    return built
+
+
+@dataclass(frozen=True)
+class _Band:
+    """A layer drawn from a Web Mercator resolution on (metres per map pixel)."""
+
+    name: str
+    resolution: float
+
+    @property
+    def scale(self) -> float:
+        """Mapnik's scale denominator at that resolution."""
+        return self.resolution / _METRES_PER_SCREEN_PX
+
+    @property
+    def zoom(self) -> int:
+        """The last zoom drawn from the band."""
+        return math.floor(math.log2(_RES_Z0 / self.resolution))
+
+
+def _scaling(resampling: LayerResampling, drawn: list[_Band], small: bool) -> str:
+    """What the job says of the layer's drawing: its resampling and which file at which zoom."""
+    bands = [f"{b.name} up to zoom {b.zoom} (scale 1:{b.scale:.0f})" for b in drawn]
+    bands.append("source above" if drawn else "source at every zoom")
+    return f"{resampling}; {', '.join(bands)}{' (small raster)' if small else ''}"

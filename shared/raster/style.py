@@ -1,8 +1,11 @@
 """The Mapnik map configuration (XML) of a raster layer.
 
-Two layers draw the raster: its preview (one tenth of the resolution) at low zooms, the
-source itself at high zooms; a small raster is drawn from its source at every zoom. Paths are
-relative to the XML's folder, so the work dir can move between hosts.
+Up to three layers draw the raster, each over a band of scales: its preview (one tenth of the
+resolution) where the map's pixels are at least 5 of the source's, its overviews where they are
+at least 2 (a source without overviews of its own gets them in the build folder), and the source
+itself at larger scales. A small raster has no preview; a raster with overviews of its own, or
+one that fits in a tile, no separate overview layer. Every layer is drawn with the layer's
+resampling. Paths are relative to the XML's folder, so the work dir can move between hosts.
 """
 
 from __future__ import annotations
@@ -12,14 +15,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
+
 __all__ = ["StyleSpec", "WEB_MERCATOR", "style_xml"]
 
 WEB_MERCATOR = "epsg:3857"
 
+#: Mapnik reads a raster at the resolution of the map, not twice it (its default for smooth
+#: scalings): so it reads from the overview just finer than the map's pixels, as GDAL would.
+_FILTER_FACTOR = "1"
+#: Mapnik draws a layer at both ends of its range of scales (within 1e-6): the finer layer ends
+#: this much below where the coarser begins, so that a map at exactly that scale (a raster
+#: aligned with the tile grid at 2 or 5 map pixels a pixel) is drawn once, by the coarser one.
+_GAP = 2e-6
+
 
 @dataclass(frozen=True)
 class StyleSpec:
-    """What the XML of a layer says."""
+    """What the XML of a layer says.
+
+    ``preview`` is drawn at scales from ``preview_min_scale`` on, ``overviews`` from
+    ``overview_min_scale`` up to the preview's, ``source`` below both.
+    """
 
     name: str
     bounds: list[float]
@@ -29,6 +46,9 @@ class StyleSpec:
     preview: Path | None
     preview_min_scale: float
     nodata: float | None
+    overviews: Path | None = None
+    overview_min_scale: float = 0.0
+    resampling: LayerResampling = DEFAULT_RESAMPLING
 
 
 def _layer(
@@ -37,11 +57,12 @@ def _layer(
     spec: StyleSpec,
     path: Path,
     xml_dir: Path,
-    scale_attr: tuple[str, str] | None,
+    scales: tuple[float | None, float | None],
 ) -> None:
     attrs = {"name": name, "srs": spec.srs}
-    if scale_attr is not None:
-        attrs[scale_attr[0]] = scale_attr[1]
+    for attr, scale in zip(("minimum", "maximum"), scales, strict=True):
+        if scale is not None:
+            attrs[f"{attr}-scale-denominator"] = repr(scale)
     layer = ET.SubElement(parent, "Layer", attrs)
     ET.SubElement(layer, "StyleName").text = "raster"
     source = ET.SubElement(layer, "Datasource")
@@ -62,12 +83,17 @@ def style_xml(spec: StyleSpec, xml_dir: Path) -> str:
     # the zoom whose pixels match the raster's (speed test samples around it)
     ET.SubElement(params, "Parameter", name="zoom").text = str(spec.zoom)
     style = ET.SubElement(root, "Style", name="raster")
-    ET.SubElement(ET.SubElement(style, "Rule"), "RasterSymbolizer", scaling="bilinear")
-    if spec.preview is None:
-        _layer(root, "raster", spec, spec.source, xml_dir, None)
-    else:
-        scale = repr(spec.preview_min_scale)
-        _layer(root, "preview", spec, spec.preview, xml_dir, ("minimum-scale-denominator", scale))
-        _layer(root, "raster", spec, spec.source, xml_dir, ("maximum-scale-denominator", scale))
+    symbolizer = {"scaling": spec.resampling.mapnik, "filter-factor": _FILTER_FACTOR}
+    ET.SubElement(ET.SubElement(style, "Rule"), "RasterSymbolizer", symbolizer)
+    # the band of scales of each file, coarsest first: (file, layer name, from scale)
+    bands: list[tuple[Path, str, float | None]] = [(spec.source, "raster", None)]
+    if spec.overviews is not None:
+        bands.insert(0, (spec.overviews, "overviews", spec.overview_min_scale))
+    if spec.preview is not None:
+        bands.insert(0, (spec.preview, "preview", spec.preview_min_scale))
+    below: float | None = None  # where the coarser layer starts, the finer one ends
+    for path, name, start in bands:
+        _layer(root, name, spec, path, xml_dir, (start, None if below is None else below - _GAP))
+        below = start
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")

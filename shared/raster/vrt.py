@@ -1,4 +1,4 @@
-"""GDAL virtual rasters (VRT) written as XML: a mosaic of files, a subset of bands.
+"""GDAL virtual rasters (VRT) written as XML: a mosaic of files, a subset of bands, overviews.
 
 GDAL reads the XML as a file or straight from a string, so the same documents serve as layer
 sources (Mapnik, rasterio) and as the input of a copy (compression).
@@ -16,7 +16,7 @@ import rasterio
 from shared.errors import UnprocessableError
 from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, gdal_message
 
-__all__ = ["band_subset_vrt", "mosaic_vrt"]
+__all__ = ["band_subset_vrt", "mosaic_vrt", "with_overviews"]
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -158,10 +158,18 @@ def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def band_subset_vrt(source: Path, bands: list[int], data_type: str, color_interp: list[str]) -> str:
+def band_subset_vrt(
+    source: Path,
+    bands: list[int],
+    data_type: str,
+    color_interp: list[str],
+    vrt_dir: Path | None = None,
+) -> str:
     """A VRT of some bands of one raster, converted to ``data_type`` (values are clamped).
 
     This is what ``gdal_translate -ot <type> -b 1 -b 2 … -colorinterp …`` builds internally.
+    The source is named by its absolute path, or relative to ``vrt_dir`` when the VRT is to be
+    saved there.
 
     Raises:
         UnprocessableError: the raster cannot be read or lacks one of the bands.
@@ -199,6 +207,28 @@ def band_subset_vrt(source: Path, bands: list[int], data_type: str, color_interp
             },
         )
         _sub(vband, "ColorInterp", interp)
-        _source(vband, "SimpleSource", source, None, band, meta, block)
+        _source(vband, "SimpleSource", source, vrt_dir, band, meta, block)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode")
+
+
+def with_overviews(xml: str, levels: list[Path], vrt_dir: Path) -> str:
+    """The VRT ``xml`` with ``levels`` as the overviews of each of its bands.
+
+    Each level is a raster with the VRT's bands, finest first; GDAL (and so Mapnik) reads a
+    reduced view from the level that fits it instead of the full resolution.
+
+    Args:
+        xml: a VRT, as the functions of this module write it.
+        levels: the overview rasters, named relative to ``vrt_dir``.
+        vrt_dir: the folder the VRT will be written to.
+    """
+    root = ET.fromstring(xml)
+    for vband in root.iter("VRTRasterBand"):
+        for level in levels:
+            overview = _sub(vband, "Overview")
+            name = os.path.relpath(level.resolve(), vrt_dir.resolve())
+            _sub(overview, "SourceFilename", name, relativeToVRT="1")
+            _sub(overview, "SourceBand", vband.get("band", "1"))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode")

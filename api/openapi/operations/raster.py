@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from api.openapi.models import CompressResult, RasterConfig, RasterInfo, RasterListing, RasterStat
 from api.openapi.operation import Operation, heavy, json_body
-from api.openapi.parameters import NOCACHE, RASTER_ID, text
+from api.openapi.parameters import NOCACHE, RASTER_ID, param, text
 from shared.raster.paths import MAX_PATH_BYTES
+from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 
 __all__ = ["operations"]
 
@@ -38,6 +39,19 @@ def operations() -> dict[str, Operation]:
                     "File or folder relative to map/raster",
                     max_length=MAX_PATH_BYTES,
                     example="single/RGB.byte.tif",
+                ),
+                param(
+                    "query",
+                    "resampling",
+                    {
+                        "type": "string",
+                        "enum": [r.value for r in LayerResampling],
+                        "default": DEFAULT_RESAMPLING.value,
+                    },
+                    "How the layer's pixels are interpolated when drawn, and how its previews"
+                    " and overviews are reduced: `nearest` keeps the source's own values"
+                    " (classes, indices, sharp pixels), `bilinear` and `cubic` blend them"
+                    " (imagery); a configuration made with another one is rebuilt",
                 ),
                 NOCACHE,
             ],
