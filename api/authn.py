@@ -38,6 +38,7 @@ from api.middleware import HttpMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
 from api.services import services
 from shared import quotas
+from shared.auth.hashing import digest
 from shared.auth.keys import is_api_key, principal_for_key
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.auth.tokens import SigningKeys, verify_access_token
@@ -179,7 +180,7 @@ class Authenticator:
     async def _key(self, key: str) -> Principal:
         if not is_api_key(key):
             raise UnauthorizedError("the API key is not valid")
-        entry = f"mapsvc:auth:key:{hashlib.sha256(key.encode()).hexdigest()}"
+        entry = f"mapsvc:auth:key:{digest(key)}"
 
         async def look_up() -> Principal | None:
             return await run_in_threadpool(principal_for_key, self.engine, key)

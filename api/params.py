@@ -9,12 +9,22 @@ from __future__ import annotations
 import math
 
 from starlette.requests import Request
+from starlette.types import Message
 
 from api.services import services
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, PayloadTooLargeError
 from shared.params import Bbox, parse_bbox, parse_lang, parse_srs
 
-__all__ = ["bbox_param", "flag", "int_param", "lang_param", "number", "srs_param"]
+__all__ = [
+    "bbox_param",
+    "FORM_MAX_BYTES",
+    "capped",
+    "flag",
+    "int_param",
+    "lang_param",
+    "number",
+    "srs_param",
+]
 
 _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no", ""}
@@ -86,3 +96,37 @@ def bbox_param(request: Request, names: tuple[str, ...], srs: str = "EPSG:4326")
         if raw is not None and raw.strip():
             return parse_bbox(raw, name, srs)
     return None
+
+
+#: the largest body of a login, token or admin request (a few short fields)
+FORM_MAX_BYTES = 64 * 1024
+
+
+def capped(request: Request, max_bytes: int, limit_name: str) -> Request:
+    """``request`` with its body capped at ``max_bytes`` (a 413 ``PayloadTooLargeError``).
+
+    Refused at once when ``Content-Length`` is over the cap, before a byte is read; else as
+    soon as the bytes received (a chunked body, say) pass it, and nothing more is read.
+    ``limit_name`` names the limit in the message (a setting, or what the body is).
+    """
+
+    def too_large() -> PayloadTooLargeError:
+        return PayloadTooLargeError(
+            f"the request body is larger than {max_bytes} bytes ({limit_name})",
+            limit_bytes=max_bytes,
+        )
+
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        raise too_large()
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        received += len(message.get("body", b""))
+        if received > max_bytes:
+            raise too_large()
+        return message
+
+    return Request(request.scope, receive)

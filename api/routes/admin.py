@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api.openapi.auth_models import ClientIn, ClientPatch, KeyIn, KeyPatch, UserIn, UserPatch
+from api.params import FORM_MAX_BYTES, capped
 from api.services import services
 from shared.auth import keys, oauth, users
 from shared.errors import InvalidInputError
@@ -48,7 +49,8 @@ def plain(value: object) -> Any:
 
 async def _body(request: Request, model: type[Model]) -> Model:
     try:
-        return model.model_validate_json(await request.body())
+        body = await capped(request, FORM_MAX_BYTES, "an admin request").body()
+        return model.model_validate_json(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"

@@ -19,11 +19,17 @@ from starlette.routing import Route
 
 import shared.auth.oauth as oauth
 from api.authn import read_credentials
+from api.params import FORM_MAX_BYTES, capped
 from api.services import services
 from shared.auth.errors import InvalidRequestError, OAuthError
 from shared.auth.tokens import issue_access_token
 from shared.auth.users import User
-from shared.errors import InvalidInputError, MapsvcError, UnauthorizedError
+from shared.errors import (
+    InvalidInputError,
+    MapsvcError,
+    TooManyRequestsError,
+    UnauthorizedError,
+)
 
 __all__ = ["LOGIN_ROUTES", "ROUTES"]
 
@@ -38,7 +44,9 @@ _MAX_FIELD = 4096
 
 
 async def _fields(request: Request) -> dict[str, str]:
-    """The fields of a form (urlencoded or multipart) or JSON object body."""
+    """The fields of a form (urlencoded or multipart) or JSON object body, at most
+    ``FORM_MAX_BYTES`` (413 past it, before more is read)."""
+    request = capped(request, FORM_MAX_BYTES, "a login, token or consent form")
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
             body = await request.json()
@@ -104,8 +112,8 @@ async def post_token(request: Request) -> Response:
     try:
         return await _token(request)
     except MapsvcError as exc:
-        if exc.code == "rate-limited" or exc.code == "account-locked":
-            raise  # 429 with Retry-After, in the service's shape
+        if isinstance(exc, TooManyRequestsError):
+            raise  # 429 with Retry-After (a locked account too), in the service's shape
         return _oauth_error(exc)
 
 

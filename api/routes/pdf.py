@@ -12,8 +12,8 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Message
 
+from api.params import capped
 from api.services import services
 from shared.convert.client import ConvertClient, PdfFile
 from shared.convert.merge import MAX_FILES, looks_like_pdf
@@ -48,7 +48,7 @@ class PdfMergeParams:
             NotFoundError: a path names no file.
         """
         settings = services(request).settings
-        request = _capped(request, settings.uploads.max_bytes)
+        request = capped(request, settings.uploads.max_bytes, "MAPSVC_UPLOAD_MAX_BYTES")
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "multipart/form-data":
             params = await cls._from_form(request, settings.uploads.max_file_bytes)
@@ -116,35 +116,6 @@ class PdfMergeParams:
             raise InvalidInputError("output_name must be a string", parameter="output_name")
         metadata = _metadata(body["metadata"]) if "metadata" in body else None
         return cls(tuple(PdfFile(name=p, path=p) for p in paths), output_name, metadata)
-
-
-def _capped(request: Request, max_bytes: int) -> Request:
-    """``request`` with its body capped at ``max_bytes`` (a 413 ``PayloadTooLargeError``).
-
-    Refused at once when ``Content-Length`` is over the cap, before a byte is read; else as
-    soon as the bytes received (a chunked body, say) pass it, and nothing more is read.
-    """
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > max_bytes:
-        raise _body_too_large(max_bytes)
-    received = 0
-
-    async def receive() -> Message:
-        nonlocal received
-        message = await request.receive()
-        received += len(message.get("body", b""))
-        if received > max_bytes:
-            raise _body_too_large(max_bytes)
-        return message
-
-    return Request(request.scope, receive)
-
-
-def _body_too_large(max_bytes: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(
-        f"the request body is larger than {max_bytes} bytes (MAPSVC_UPLOAD_MAX_BYTES)",
-        limit_bytes=max_bytes,
-    )
 
 
 async def _json_body(request: Request) -> Any:

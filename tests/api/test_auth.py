@@ -518,3 +518,17 @@ def test_every_scheme_against_a_live_server(auth_settings: Settings, anon: TestC
         auth = (client["client_id"], client["client_secret"])
         oauth = httpx.post(f"{base}/oauth/token", data=form, auth=auth).json()
         assert httpx.get(url, headers=bearer(oauth["access_token"])).status_code == 200
+
+
+def test_oversized_login_token_and_admin_bodies_are_refused_before_read(anon: TestClient) -> None:
+    big = {"login": "x", "password": "p" * (80 * 1024)}
+    r = anon.post("/api/auth", json=big)
+    assert r.status_code == 413
+    assert_error(r.json(), "payload-too-large")
+    r = anon.post("/api-user/users", json={**big, "role": "reader"}, headers=AUTH)
+    assert r.status_code == 413
+    assert_error(r.json(), "payload-too-large")
+    r = anon.post("/oauth/token", data={"grant_type": "password", "password": "p" * 80_000})
+    assert r.status_code == 400
+    assert r.json()["error"] == "invalid_request"  # the token endpoint answers RFC 6749's shape
+    assert anon.get(RASTERS, headers=AUTH).status_code == 200  # nothing else changed
