@@ -94,11 +94,10 @@ def _token_answer(request: Request, user: User, refresh_token: str | None) -> JS
 
 
 def _oauth_error(exc: MapsvcError) -> JSONResponse:
-    status = 401 if isinstance(exc, UnauthorizedError) else 400
-    if isinstance(exc, OAuthError) or isinstance(exc, UnauthorizedError):
-        code = str(exc.detail.get("oauth_error", "invalid_grant"))
-    else:
-        code = "invalid_request"
+    # a wrong login or password of the password grant is the grant's fault (RFC 6749 5.2)
+    fallback = "invalid_grant" if isinstance(exc, UnauthorizedError) else "invalid_request"
+    code = str(exc.detail.get("oauth_error", fallback))
+    status = 401 if code == "invalid_client" else 400
     headers = dict(_NO_STORE)
     if status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="mapsvc"'

@@ -314,6 +314,10 @@ def test_password_grant_and_refresh_rotation_with_replay_detection(anon: TestCli
     assert first["token_type"] == "Bearer"
     assert first["expires_in"] > 0
     assert r.headers["cache-control"] == "no-store"
+    wrong_password = token(anon, grant_type="password", client_id=cid, client_secret=secret,
+                           username=login, password="not the password")  # fmt: skip
+    assert wrong_password.status_code == 400
+    assert wrong_password.json()["error"] == "invalid_grant"
     assert anon.get(RASTERS, headers=bearer(first["access_token"])).status_code == 200
 
     rotated = token(anon, grant_type="refresh_token", client_id=cid, client_secret=secret,
