@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -28,7 +30,9 @@ __all__ = [
     "load_average",
     "service_env",
     "start",
+    "WrkResult",
     "wait_http",
+    "wrk_rate",
 ]
 
 
@@ -158,6 +162,74 @@ def wait_http(
             last = repr(exc)
         time.sleep(0.3)
     raise TimeoutError(f"{url} did not answer {list(ok)} within {limit_s:.0f} s: {last}")
+
+
+# --- wrk: the load generator of every HTTP throughput figure ---------------------------------
+
+_WRK_LUA = """
+local urls = {}
+for line in io.lines(os.getenv("URLS")) do urls[#urls + 1] = line end
+local i = 0
+local headers = {}
+for name, value in string.gmatch(os.getenv("HEADERS") or "", "([^:\\n]+): ([^\\n]*)") do
+  headers[name] = value
+end
+request = function()
+  i = i % #urls + 1
+  return wrk.format("GET", urls[i], headers)
+end
+"""
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    """What one ``wrk`` run measured."""
+
+    rate: float  # requests per second
+    p50_ms: float
+    p99_ms: float
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def wrk_rate(
+    base: str,
+    paths: Sequence[str],
+    *,
+    headers: dict[str, str] | None = None,
+    seconds: int = 10,
+    connections: int = 8,
+    threads: int = 2,
+) -> WrkResult:
+    """Drive ``base`` with ``wrk``, cycling through ``paths`` (each connection asks the next).
+
+    A C client, so that the client is not the limit (a Python client saturates a core before a
+    server on two does). Any answer other than 2xx/3xx fails the run: a rate of errors is no rate.
+    """
+    with tempfile.TemporaryDirectory(prefix="wrk-") as tmp:
+        urls, lua = Path(tmp) / "urls.txt", Path(tmp) / "cycle.lua"
+        urls.write_text("\n".join(paths) + "\n")
+        lua.write_text(_WRK_LUA)
+        lines = "\n".join(f"{k}: {v}" for k, v in (headers or {}).items())
+        argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+        done = subprocess.run(
+            [*argv, "-s", str(lua), base],
+            env={**os.environ, "URLS": str(urls), "HEADERS": lines},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    out = done.stdout
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if bad or "Socket errors" in out:
+        raise RuntimeError(f"wrk at {base} saw errors:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
+    p50 = _ms(re.search(r"50%\s+(\S+)", out)[1])  # type: ignore[index]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out)[1])  # type: ignore[index]
+    return WrkResult(rate, p50, p99)
 
 
 # --- the database ------------------------------------------------------------------------------

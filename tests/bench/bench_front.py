@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -33,23 +31,18 @@ from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.redis_clients import sync_client
 from shared.settings import Settings
-from tests.bench._harness import Deadline, admin_key, free_port, service_env, start, wait_http
+from tests.bench._harness import (
+    Deadline,
+    admin_key,
+    free_port,
+    service_env,
+    start,
+    wait_http,
+    wrk_rate,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENE = "single/RGB.byte.tif"
-
-_WRK_LUA = """
-local urls = {}
-for line in io.lines(os.getenv("URLS")) do urls[#urls + 1] = line end
-local i = 0
-local key = os.getenv("KEY")
-request = function()
-  i = i % #urls + 1
-  local headers = {}
-  if key ~= nil and key ~= "" then headers["Authorization"] = "Bearer " .. key end
-  return wrk.format("GET", urls[i], headers)
-end
-"""
 
 _PLAIN_NGINX = """
 {user}worker_processes auto;
@@ -80,21 +73,6 @@ def _tiles(path: Path, minzoom: int, maxzoom: int) -> list[morecantile.Tile]:
         bounds = transform_bounds(src.crs, "EPSG:4326", *src.bounds)
     tms = morecantile.tms.get("WebMercatorQuad")
     return list(tms.tiles(*bounds, zooms=list(range(minzoom, maxzoom + 1))))
-
-
-def _wrk(base: str, urls: Path, key: str, seconds: int, connections: int, lua: Path) -> float:
-    env = {**os.environ, "URLS": str(urls), "KEY": key}
-    done = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", str(lua), base],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", done.stdout)
-    if bad:
-        raise RuntimeError(f"{bad[1]} answers were not 200 at {base}:\n{done.stdout}")
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
 
 
 def main() -> int:
@@ -132,9 +110,6 @@ def main() -> int:
     )
     tiles = _tiles(settings.dirs.raster / SCENE, 8, 12)
     paths = [f"/api-user/rtile/{layer}/en/{t.z}/{t.x}/{t.y}.png" for t in tiles]
-    urls, lua = work / "urls.txt", work / "cycle.lua"
-    urls.write_text("\n".join(paths) + "\n")
-    lua.write_text(_WRK_LUA)
     run = (work / "run").resolve()
     deadline = Deadline(900)
     with ExitStack() as stack:
@@ -164,7 +139,10 @@ def main() -> int:
         rates = {}
         for name, (base, with_key) in runs.items():
             reference.check()
-            rates[name] = _wrk(base, urls, with_key, args.seconds, args.connections, lua)
+            headers = {"Authorization": f"Bearer {with_key}"} if with_key else {}
+            rates[name] = wrk_rate(
+                base, paths, headers=headers, seconds=args.seconds, connections=args.connections
+            ).rate
             print(f"{name:38} {rates[name]:10.0f} req/s")
     nginx = rates["plain nginx, same files"]
     for name, goal in (("nginx front (make run), anonymous", 0.5), ("API, with an API key", 0.35)):
