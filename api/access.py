@@ -121,6 +121,7 @@ RULES: dict[str, Rule] = {
     "get_tile_nolang": _read("style"),
     "get_tile_format": _read("style"),
     "get_tile_nolang_format": _read("style"),
+    "get_tile_access": _read("style"),
     "get_vtile": _read("layer"),
     "get_geojson": _read("layer"),
     "get_datasource": _read("layer"),

@@ -17,6 +17,8 @@ client's address in ``X-Forwarded-For`` (uvicorn trusts it from loopback only).
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import pwd
 import shutil
@@ -37,6 +39,21 @@ _LANG = LANG_PATTERN.strip("^$").replace("(", "(?:")
 _TILE = (
     rf"^/(?:api-user|api/v1)/rtile/(?<style>{_STYLE})/(?:(?<lang>{_LANG})/)?"
     r"(?<z>[0-9]{1,2})/(?<x>[0-9]{1,8})/(?<y>[0-9]{1,8}(?:@2x)?)\.(?<ext>png|webp|jpe?g)$"
+)
+_VTILE = (
+    r"^/(?:api-user|api/v1)/vtile/(?<vlayer>[A-Za-z0-9_.-]{1,240})/"
+    r"[0-9]{1,2}/[0-9]{1,8}/[0-9]{1,8}\.pbf$"
+)
+#: the API's error shape for the front's own refusal (the tiles budget of a client or key)
+_RATE_LIMITED = json.dumps(
+    {
+        "error": {
+            "code": "rate-limited",
+            "message": "too many tile requests: slow down (see Retry-After)",
+            "detail": {"budget": "tiles"},
+        }
+    },
+    separators=(",", ":"),
 )
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
 
@@ -70,6 +87,77 @@ def worker_user() -> str:
     return f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
 
 
+def _access(settings: Settings) -> str:
+    """The subrequest that asks the API whether a credential may read a style's tiles."""
+    ttl = settings.front_access_ttl_s
+    cache = (
+        f"""
+            proxy_buffering on;  # nginx keeps only what it buffers
+            proxy_cache access;
+            proxy_cache_key "$access_style|$http_authorization|$access_query";
+            proxy_cache_valid 204 {ttl}s;
+            proxy_cache_lock on;
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;"""
+        if ttl
+        else ""
+    )
+    return f"""
+        location = /_front/access {{
+            internal;
+            if ($access_anonymous) {{
+                return 204;  # a public layer: nothing to ask
+            }}
+            proxy_pass http://api/api-user/rtile/$access_style/access$access_query;
+            proxy_pass_request_body off;
+            # a directive here replaces the server's list: all of it again
+            proxy_set_header Content-Length "";
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;{cache}
+        }}
+"""
+
+
+def _vector(settings: Settings) -> str:
+    """Vector tiles: a public layer's answers kept a moment (``MAPSVC_FRONT_VTILE_TTL_S``)."""
+    ttl = settings.front_vtile_ttl_s
+    if not ttl:
+        return ""
+    # CORS: with every origin allowed the front says so itself; else the API's answer to one
+    # origin is kept for that origin only
+    any_origin = "*" in settings.auth.cors_origins
+    origin = "" if any_origin else "|$http_origin"
+    hide = (
+        "            proxy_hide_header Access-Control-Allow-Origin;\n"
+        "            proxy_hide_header Access-Control-Expose-Headers;\n"
+        if any_origin
+        else ""
+    )
+    return f"""
+        location ~ "{_VTILE}" {{
+            set $vcache "$plain$vpublic";
+            limit_req zone=tiles burst={settings.auth.rate_tiles_per_min} nodelay;
+            limit_req_status 429;
+            error_page 429 = @rate_limited;
+            proxy_pass http://api;
+            proxy_buffering on;  # nginx keeps only what it buffers
+            proxy_cache vtiles;
+            proxy_cache_key "$uri|$gzip_ok{origin}";
+            proxy_cache_valid 200 204 {ttl}s;
+            proxy_cache_bypass $vskip;
+            proxy_no_cache $vskip;
+            proxy_cache_lock on;
+            proxy_cache_use_stale updating;
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
+            proxy_hide_header X-Cache;
+            proxy_hide_header X-Request-ID;
+            add_header X-Cache $vx_cache always;
+            add_header X-Request-ID $vrequest_id always;
+{hide}{_cors(settings)}        }}
+"""
+
+
 def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
     """The nginx configuration of the front.
 
@@ -81,6 +169,7 @@ def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
     tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
     per_min = settings.auth.rate_tiles_per_min
     stream_s = int(settings.jobs.sse_max_duration_s) + 60
+    retry_s = max(1, math.ceil(60 / per_min))
     return f"""# made by mapsvc (api/front.py); changes are lost on the next start
 {worker_user()}worker_processes auto;
 pid {run_dir}/nginx.pid;
@@ -104,14 +193,64 @@ http {{
     fastcgi_temp_path {run_dir}/fastcgi;
     uwsgi_temp_path {run_dir}/uwsgi;
     scgi_temp_path {run_dir}/scgi;
+    # the API's yes per credential and style; vector tiles of public layers (both 0700)
+    proxy_cache_path {run_dir}/access levels=1:2 keys_zone=access:4m max_size=64m
+                     inactive=10m use_temp_path=off;
+    proxy_cache_path {run_dir}/vtiles levels=1:2 keys_zone=vtiles:16m max_size=1g
+                     inactive=10m use_temp_path=off;
 
-    # a tile comes from the cache only without credentials and without a query
+    # who asks: anonymous (no credentials, no query), keyed (the Authorization header or
+    # api_key as the only query), or anything else (the API answers it)
+    map $args $args_kind {{
+        "" none;
+        "~^api_key=[A-Za-z0-9._~-]{{1,512}}$" key;
+        default other;
+    }}
+    map "$args_kind|$http_authorization" $caller {{
+        "none|" anonymous;
+        "~^none[|]." keyed;
+        "key|" keyed;
+        default other;
+    }}
     map "$args$http_authorization" $plain {{
         "" 1;
         default 0;
     }}
     map $style $public {{
 {_public_map(settings)}
+    }}
+    map $vlayer $vpublic {{
+{_public_map(settings)}
+    }}
+    map $public $tile_visibility {{
+        1 public;
+        default private;
+    }}
+    map "$caller:$public" $tile_route {{
+        "anonymous:1" disk;
+        "~^keyed:" disk;
+        default api;
+    }}
+    map $caller $anonymous_addr {{
+        anonymous $binary_remote_addr;
+        default "";
+    }}
+    map $caller $credential {{
+        keyed "$http_authorization$arg_api_key";
+        default "";
+    }}
+    # the subrequest asking the API sees the tile's request line, not its captures
+    map $request_uri $access_style {{
+        "~^/(?:api-user|api/v1)/rtile/(?<astyle>{_STYLE})/" $astyle;
+        default "";
+    }}
+    map $request_uri $access_query {{
+        "~[?](?<aquery>api_key=[A-Za-z0-9._~-]{{1,512}})$" "?$aquery";
+        default "";
+    }}
+    map "$access_query$http_authorization" $access_anonymous {{
+        "" 1;
+        default "";
     }}
     map $ext $tile_ext {{
         jpeg jpg;
@@ -121,7 +260,26 @@ http {{
         "" {settings.default_lang};
         default $lang;
     }}
-    limit_req_zone $binary_remote_addr zone=tiles:10m rate={per_min}r/m;
+    map $vcache $vskip {{
+        "11" "";
+        default 1;
+    }}
+    map $http_accept_encoding $gzip_ok {{
+        "~gzip" 1;
+        default 0;
+    }}
+    map $upstream_cache_status $vx_cache {{
+        HIT HIT;
+        UPDATING HIT;
+        default $upstream_http_x_cache;
+    }}
+    map $upstream_cache_status $vrequest_id {{
+        HIT "";
+        UPDATING "";
+        default $upstream_http_x_request_id;
+    }}
+    limit_req_zone $anonymous_addr zone=tiles:10m rate={per_min}r/m;
+    limit_req_zone $credential zone=keys:10m rate={per_min}r/m;
 
     upstream api {{
         server {backend};
@@ -141,18 +299,26 @@ http {{
         proxy_read_timeout {stream_s}s;
 
         location ~ "{_TILE}" {{
-            set $fast "$plain$public";
-            if ($fast != "11") {{
+            if ($tile_route = api) {{
                 return 418;
             }}
-            error_page 418 = @api;
+            error_page 418 401 403 500 502 503 504 = @api;
+            error_page 429 = @rate_limited;
             limit_req zone=tiles burst={per_min} nodelay;
+            limit_req zone=keys burst={per_min} nodelay;
             limit_req_status 429;
+            auth_request /_front/access;
             root {tiles};
             try_files /$style/$tile_lang/$z/$x/$y.$tile_ext @api;
             add_header X-Cache HIT always;
-            add_header Cache-Control "public, max-age={max_age}" always;
+            add_header Cache-Control "$tile_visibility, max-age={max_age}" always;
 {_cors(settings)}        }}
+{_access(settings)}{_vector(settings)}
+        location @rate_limited {{
+            default_type application/json;
+            add_header Retry-After {retry_s} always;
+{_cors(settings)}            return 429 '{_RATE_LIMITED}';
+        }}
 
         location @api {{
             proxy_pass http://api;

@@ -550,6 +550,20 @@ class Settings(Concern):
         default="auto",
         description="`make run` puts nginx before the API for cached tiles (auto: if installed)",
     )
+    front_access_ttl_s: int = Field(
+        default=5,
+        ge=0,
+        le=300,
+        description="How long the nginx front keeps the API's yes to a credential reading a "
+        "layer's cached tiles (0: asks every time)",
+    )
+    front_vtile_ttl_s: int = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        description="How long the nginx front keeps a vector tile of a public layer (0: never; "
+        "changes to its table reach clients through the front within this time)",
+    )
     backend_port: int = Field(
         default=8001,
         ge=1,

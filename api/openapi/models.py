@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from api.openapi import auth_models
@@ -144,7 +144,11 @@ class RasterConfig(_Body):
     id: str
     layer: str
     extent: list[float]
-    url: str
+    url: str = Field(description="The PNG tile URL template (spec 2.2)")
+    urls: dict[str, str] = Field(
+        description="The tile URL template of every format and scale, by name: png, webp, "
+        "jpg, png@2x, webp@2x, jpg@2x"
+    )
 
 
 class RasterStatTimes(_Body):

@@ -98,6 +98,16 @@ async def get_tile(request: Request) -> Response:
     return response
 
 
+async def get_tile_access(request: Request) -> Response:
+    """``204`` when the caller may read the style's tiles, else the answer a tile would get.
+
+    The nginx front asks it (``auth_request``) before it sends a cached tile of a layer that is
+    not public, and keeps a yes for a few seconds per credential and style.
+    """
+    services(request).tiles.style(request.path_params["style"])  # 404 for an unknown style
+    return Response(status_code=204)
+
+
 async def get_layer_pretile(request: Request) -> Response:
     """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering.
 
@@ -174,6 +184,7 @@ ROUTES = [
         methods=["GET"],
         name="get_tile_nolang_format",
     ),
+    Route("/rtile/{style}/access", get_tile_access, methods=["GET"], name="get_tile_access"),
     Route("/gis-layer-pretile/{id}", get_layer_pretile, methods=["GET"], name="get_layer_pretile"),
     Route("/gis-speed-test", get_speed_test, methods=["GET"], name="get_speed_test"),
 ]

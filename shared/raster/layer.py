@@ -46,10 +46,11 @@ from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.stat import describe_file
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import mosaic_vrt
+from shared.tiles.formats import PNG_TILE, tile_url_templates
 from shared.tiles.store import FileTileStore, TileStore
 from shared.workdir import WorkDir
 
-__all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source", "tile_url"]
+__all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source"]
 
 #: The overviews are drawn once the map's pixels are at least this many of the source's: there
 #: the first level (1/2) is as fine as the map, and the source would be read at a reduction.
@@ -97,11 +98,6 @@ def locate_layer(work_dir: Path, rel_path: str) -> LayerLocation:
         xml_path=dirs.mapnik / f"{raster_id}.xml",
         tile_dir=dirs.rtile / raster_id,
     )
-
-
-def tile_url(url_prefix: str, raster_id: str, lang: str) -> str:
-    """The tile URL template of a layer (spec 2.2) under the API's ``url_prefix``."""
-    return f"{url_prefix}/rtile/{raster_id}/{lang}/{{z}}/{{x}}/{{y}}.png"
 
 
 def mosaic_source(where: LayerLocation, files: list[Path]) -> Path:
@@ -204,7 +200,7 @@ def configure_layer(
                 descriptors,
                 build,
                 report,
-                url=tile_url(url_prefix, where.raster_id, lang),
+                urls=tile_url_templates(url_prefix, where.raster_id, lang),
                 reuse=reuse,
                 choices=choices,
             )
@@ -298,14 +294,14 @@ def _build(
     build: Path,
     report: JobReporter,
     *,
-    url: str,
+    urls: dict[str, str],
     reuse: bool,
     choices: _Choices,
 ) -> _Built:
     """Make previews, VRTs and overviews in ``build`` (kept when ``reuse``), and the XML that
     uses them.
 
-    ``url`` is the layer's tile URL template, for the result.
+    ``urls`` are the layer's tile URL templates by format, for the result.
     """
     build.mkdir(parents=True, exist_ok=True)
     t_preview = time.monotonic()
@@ -379,7 +375,8 @@ def _build(
         "id": where.name,
         "layer": where.raster_id,
         "extent": extent,
-        "url": url,
+        "url": urls[PNG_TILE.name],  # spec 2.2
+        "urls": urls,  # every format and @2x: {"png": …, "webp": …, "jpg@2x": …}
     }
     return _Built(xml, times, t_xml, result)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import morecantile
@@ -49,13 +50,19 @@ class TileAddress:
 
     def bounds_4326(self) -> tuple[float, float, float, float]:
         """The tile's bounds in degrees."""
-        b = TMS.bounds(morecantile.Tile(self.x, self.y, self.z))
-        return (b.left, b.bottom, b.right, b.top)
+        return _bounds_4326(self.z, self.x, self.y)
 
     def intersects(self, extent: list[float]) -> bool:
         """Whether the tile overlaps ``[min_lon, min_lat, max_lon, max_lat]`` (not just touches)."""
         w, s, e, n = self.bounds_4326()
         return w < extent[2] and e > extent[0] and s < extent[3] and n > extent[1]
+
+
+@functools.lru_cache(maxsize=65536)
+def _bounds_4326(z: int, x: int, y: int) -> tuple[float, float, float, float]:
+    """A tile's bounds in degrees (kept: morecantile goes through pyproj each time)."""
+    b = TMS.bounds(morecantile.Tile(x, y, z))
+    return (b.left, b.bottom, b.right, b.top)
 
 
 def _integer(name: str, value: str) -> int:

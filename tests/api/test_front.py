@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -80,18 +81,16 @@ def test_a_cached_public_tile_comes_from_disk_byte_for_byte(fronted: tuple[str, 
     assert "x-request-id" not in nolang.headers
 
 
-def test_credentials_queries_and_private_layers_go_to_the_api(
+def test_queries_bad_keys_and_private_layers_go_to_the_api(
     fronted: tuple[str, Settings],
 ) -> None:
     base, _ = fronted
     httpx.get(f"{base}{TILE}")  # cached now
-    for kwargs in (
-        {"headers": AUTH},
-        {"params": {"nocache": "1"}},
-        {"params": {"api_key": "msk_wrong"}},
-    ):
+    for kwargs in ({"params": {"nocache": "1"}}, {"params": {"api_key": "msk_wrong"}}):
         r = httpx.get(f"{base}{TILE}", **kwargs)  # type: ignore[arg-type]
         assert "x-request-id" in r.headers, kwargs
+    # valid credentials: the API says yes once, the front sends the file
+    assert "x-request-id" not in httpx.get(f"{base}{TILE}", headers=AUTH).headers
     assert httpx.get(f"{base}{TILE}", params={"nocache": "1"}).headers["x-cache"] == "MISS"
     private = httpx.get(f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}")
     assert private.status_code == 401
@@ -104,10 +103,16 @@ def test_the_front_keeps_the_tiles_budget(settings: Settings, layers: None) -> N
         update={"public_layers": RGB_ID, "port": free_port(), "rate_tiles_per_min": 3}
     )
     with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
-        httpx.get(f"{base}{TILE}", headers=AUTH)  # cached through the API
-        statuses = [httpx.get(f"{base}{TILE}").status_code for _ in range(6)]
-    assert statuses[0] == 200
-    assert 429 in statuses
+        httpx.get(f"{base}{TILE}", params={"nocache": "1"}, headers=AUTH)
+        httpx.get(f"{base}{TILE}", headers={**AUTH, "X-Request-ID": "fill"})  # cached
+        for headers in ({}, AUTH):  # per client address; per key
+            answers = [httpx.get(f"{base}{TILE}", headers=headers) for _ in range(6)]
+            assert answers[0].status_code == 200
+            refused = [r for r in answers if r.status_code == 429]
+            assert refused, headers
+            assert_error(refused[0].json(), "rate-limited")
+            assert int(refused[0].headers["retry-after"]) >= 1
+        assert httpx.get(f"{base}/api-user/health").status_code == 200
 
 
 def test_every_format_and_retina_tile_comes_from_disk(fronted: tuple[str, Settings]) -> None:
@@ -123,3 +128,131 @@ def test_every_format_and_retina_tile_comes_from_disk(fronted: tuple[str, Settin
         assert hit.content == first.content
     jpeg = httpx.get(f"{base}{tile_url(RGB_ID, 9, 144, 220, suffix='.jpeg')}")
     assert "x-request-id" not in jpeg.headers  # .jpeg is the .jpg file
+
+
+def _new_key(api: str, layers: list[str] | None) -> dict[str, Any]:
+    body = {"name": "front", "role": "reader", "layers": layers}
+    made = httpx.post(f"{api}/api-user/api-keys", json=body, headers=AUTH)
+    assert made.status_code == 201, made.text
+    return dict(made.json())
+
+
+@pytest.fixture(scope="module")
+def keyed(settings: Settings, layers: None) -> Iterator[tuple[str, str, Settings]]:
+    """The front with the API's yes kept 1 s: the base URLs of the front and of the API."""
+    mine = settings.model_copy(
+        update={"public_layers": RGB_ID, "port": free_port(), "front_access_ttl_s": 1}
+    )
+    with served(mine) as api:
+        with front(mine, api.removeprefix("http://")) as base:
+            yield base, api, mine
+
+
+def test_a_key_reads_cached_tiles_of_its_layers_from_disk(
+    keyed: tuple[str, str, Settings],
+) -> None:
+    base, api, settings = keyed
+    url = f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}"
+    cached = settings.dirs.rtile / MOSAIC_ID / "en" / "8" / "72" / "110.png"
+    cached.unlink(missing_ok=True)
+    first = httpx.get(url, headers=AUTH)  # rendered and cached by the API
+    assert first.status_code == 200
+    assert "x-request-id" in first.headers
+    assert cached.read_bytes() == first.content
+    key = _new_key(api, [MOSAIC_ID])["key"]
+    for kwargs in ({"headers": {"Authorization": f"Bearer {key}"}}, {"params": {"api_key": key}}):
+        hit = httpx.get(url, **kwargs)  # type: ignore[arg-type]
+        assert hit.status_code == 200, hit.text
+        assert "x-request-id" not in hit.headers, kwargs  # the front answered, from the file
+        assert hit.content == first.content
+        assert hit.headers["x-cache"] == "HIT"
+        # a layer that is not public: never kept by a shared cache
+        assert hit.headers["cache-control"] == f"private, max-age={settings.tiles.tile_max_age_s}"
+        again = httpx.get(
+            url,
+            headers={**kwargs.get("headers", {}), "If-None-Match": hit.headers["etag"]},
+            params=kwargs.get("params"),
+        )  # type: ignore[arg-type]
+        assert again.status_code == 304
+
+
+def test_keys_the_front_may_not_honour_get_the_apis_answer(
+    keyed: tuple[str, str, Settings],
+) -> None:
+    base, api, _ = keyed
+    url = f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}"
+    assert httpx.get(url, headers=AUTH).status_code == 200  # cached
+    other = _new_key(api, [RGB_ID])["key"]  # may not see the mosaic: as if it did not exist
+    hidden = httpx.get(url, headers={"Authorization": f"Bearer {other}"})
+    assert hidden.status_code == 404
+    assert_error(hidden.json(), "not-found")
+    for wrong, code in (
+        ({"headers": {"Authorization": "Bearer not.a.token"}}, "invalid-token"),
+        ({"params": {"api_key": "msk_wrong"}}, "unauthorized"),
+    ):
+        r = httpx.get(url, **wrong)  # type: ignore[arg-type]
+        assert r.status_code == 401, wrong
+        assert_error(r.json(), code)
+    # a query beside the key, or an unknown style: the API answers
+    key = _new_key(api, None)["key"]
+    with_query = httpx.get(url, params={"api_key": key, "nocache": "1"})
+    assert with_query.headers["x-cache"] == "MISS"
+    unknown = httpx.get(f"{base}{tile_url('nosuchstyle', 8, 72, 110)}", params={"api_key": key})
+    assert unknown.status_code == 404
+    assert_error(unknown.json(), "not-found")
+    assert httpx.get(f"{base}/api-user/health").status_code == 200
+
+
+def test_a_revoked_key_stops_reading_once_the_kept_yes_ends(
+    keyed: tuple[str, str, Settings],
+) -> None:
+    base, api, settings = keyed
+    url = f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}"
+    assert httpx.get(url, headers=AUTH).status_code == 200  # cached
+    made = _new_key(api, None)
+    headers = {"Authorization": f"Bearer {made['key']}"}
+    assert httpx.get(url, headers=headers).status_code == 200
+    gone = httpx.delete(f"{api}/api-user/api-keys/{made['id']}", headers=AUTH)
+    assert gone.status_code in (200, 204)
+    time.sleep(settings.front_access_ttl_s + 0.5)
+    refused = httpx.get(url, headers=headers)
+    assert refused.status_code == 401
+    assert_error(refused.json(), "unauthorized")
+    assert (settings.dirs.rtile / MOSAIC_ID / "en" / "8" / "72" / "110.png").is_file()
+
+
+def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
+    settings: Settings, vector_tables: str
+) -> None:
+    mine = settings.model_copy(
+        update={
+            "public_layers": f"{RGB_ID},public.countries",
+            "port": free_port(),
+            "front_vtile_ttl_s": 60,
+        }
+    )
+    url, private = (
+        "/api-user/vtile/public.countries/1/0/0.pbf",
+        "/api/v1/vtile/public.test_points/1/0/0.pbf",
+    )
+    gzip = {"Accept-Encoding": "gzip"}
+    with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
+        first = httpx.get(f"{base}{url}", headers=gzip)
+        assert first.status_code == 200
+        assert "x-request-id" in first.headers  # the API answered
+        kept = httpx.get(f"{base}{url}", headers=gzip)
+        assert "x-request-id" not in kept.headers  # the front answered
+        assert kept.headers["x-cache"] == "HIT"
+        assert kept.headers["content-encoding"] == "gzip"
+        assert kept.content == first.content
+        assert kept.headers["cache-control"] == first.headers["cache-control"]
+        plain = httpx.get(f"{base}{url}", headers={"Accept-Encoding": "identity"})
+        assert "content-encoding" not in plain.headers  # kept apart from the gzip answer
+        assert plain.content == first.content  # httpx decoded the gzip one
+        # a query, credentials, a layer that is not public: the API answers every time
+        for path, headers in ((f"{url}?nocache=1", gzip), (url, AUTH), (private, AUTH)):
+            for _ in range(2):
+                r = httpx.get(f"{base}{path}", headers=headers)
+                assert r.status_code in (200, 204), (path, r.text)
+                assert "x-request-id" in r.headers, path
+        assert httpx.get(f"{base}{private}").status_code == 401

@@ -22,6 +22,7 @@ from shared.raster.paths import decode_id, encode_id
 from shared.settings import Settings
 from tests.checks import assert_error, assert_same
 from tests.jobs import job_lines
+from tests.layers import decode
 from tests.peers import TRANSLATE
 
 RGB = "single/RGB.byte.tif"
@@ -219,7 +220,25 @@ def test_configure_a_file_layer(
         "layer": layer,
         "extent": pytest.approx([-78.9586, 23.5650, -76.5749, 25.5509], abs=1e-3),
         "url": f"/api-user/rtile/{layer}/en/{{z}}/{{x}}/{{y}}.png",
+        "urls": {
+            name: f"/api-user/rtile/{layer}/en/{{z}}/{{x}}/{{y}}{suffix}"
+            for name, suffix in (
+                ("png", ".png"),
+                ("webp", ".webp"),
+                ("jpg", ".jpg"),
+                ("png@2x", "@2x.png"),
+                ("webp@2x", "@2x.webp"),
+                ("jpg@2x", "@2x.jpg"),
+            )
+        },
     }
+    for name, template in body["urls"].items():  # each advertised template answers its format
+        tile = client.get(template.format(z=8, x=72, y=110) + "?nocache=1")
+        assert tile.status_code == 200, name
+        media = {"png": "image/png", "webp": "image/webp", "jpg": "image/jpeg"}
+        assert tile.headers["content-type"] == media[name.split("@")[0]]
+        side = 512 if name.endswith("@2x") else 256
+        assert decode(tile.content).shape[1:] == (side, side), name
     lines = job_lines(rdb, r.headers["x-job-id"])
     assert_stages(lines)
     assert "smallRaster" in lines[lines.index('{"smallRaster":true}')]
