@@ -145,7 +145,8 @@ def _credentials_hint(settings: Settings, base: str, key_file: Path | None) -> s
 
 
 def _front_argv(settings: Settings) -> list[str]:
-    return front_argv(write_front_config(settings, f"127.0.0.1:{settings.backend_port}"))
+    backend = settings.front_backend or f"127.0.0.1:{settings.backend_port}"
+    return front_argv(write_front_config(settings, backend))
 
 
 def _up(settings: Settings) -> int:

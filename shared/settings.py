@@ -564,6 +564,11 @@ class Settings(Concern):
         description="How long the nginx front keeps a vector tile of a public layer (0: never; "
         "changes to its table reach clients through the front within this time)",
     )
+    front_backend: str | None = Field(
+        default=None,
+        description="host:port of the API that `mapsvc front` passes to "
+        "(default 127.0.0.1:MAPSVC_BACKEND_PORT; `api:8000` in compose.yaml)",
+    )
     backend_port: int = Field(
         default=8001,
         ge=1,
