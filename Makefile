@@ -36,13 +36,20 @@ test: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # benchmarks against the peers named in the issues (scripts, not timed tests)
+# every goal line of the run is gathered in $(BENCH_SUMMARY) and printed at the end
+BENCH_SUMMARY := $(CURDIR)/$(VENV)/bench-summary.txt
 bench: setup
 	bash deploy/services.sh --test-tools
-	$(BIN)/python -m tests.bench.bench_raster
-	$(BIN)/python -m tests.bench.bench_tiles
-	$(BIN)/python -m tests.bench.bench_vector
-	$(BIN)/python -m tests.bench.bench_front
-	$(BIN)/python -m tests.bench.bench_zooms
+	rm -f $(BENCH_SUMMARY)
+	export MAPSVC_BENCH_SUMMARY=$(BENCH_SUMMARY) && \
+	$(BIN)/python -m tests.bench.bench_raster && \
+	$(BIN)/python -m tests.bench.bench_tiles && \
+	$(BIN)/python -m tests.bench.bench_vector && \
+	$(BIN)/python -m tests.bench.bench_front && \
+	$(BIN)/python -m tests.bench.bench_zooms && \
+	$(BIN)/python -m tests.bench.bench_zooms --size 50000 --only after --tiles 8
+	@echo; echo "=== make bench: every goal, this run, this machine ($$(nproc) CPUs) ==="
+	@cat $(BENCH_SUMMARY)
 
 # the service under hostile load (wrk, SSE streams, slow readers): probes answer in 5 s, no 500
 stress: setup

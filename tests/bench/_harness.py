@@ -27,6 +27,7 @@ __all__ = [
     "auth_headers",
     "auth_lines",
     "free_port",
+    "goal",
     "load_average",
     "service_env",
     "start",
@@ -164,6 +165,28 @@ def wait_http(
     raise TimeoutError(f"{url} did not answer {list(ok)} within {limit_s:.0f} s: {last}")
 
 
+# --- goals: each printed, and gathered for the summary of `make bench` ------------------------
+
+#: a file every script appends its goal lines to (``make bench`` prints it at the end)
+SUMMARY_ENV = "MAPSVC_BENCH_SUMMARY"
+
+
+def goal(what: str, ratio: float, target: float, unit: str, *, at_most: bool = False) -> bool:
+    """Print a ratio against its goal (``>= target``, or ``<= target`` when ``at_most``) and add
+    the line to the run's summary; whether the goal is met."""
+    met = ratio <= target if at_most else ratio >= target
+    sign = "<=" if at_most else ">="
+    line = (
+        f"{what:58} {ratio:8.2f} {unit:14} goal {sign} {target:<5g} {'met' if met else 'NOT met'}"
+    )
+    print(line)
+    summary = os.environ.get(SUMMARY_ENV)
+    if summary:
+        with open(summary, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+    return met
+
+
 # --- wrk: the load generator of every HTTP throughput figure ---------------------------------
 
 _WRK_LUA = """
@@ -227,8 +250,9 @@ def wrk_rate(
     if bad or "Socket errors" in out:
         raise RuntimeError(f"wrk at {base} saw errors:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out)[1])  # type: ignore[index]
+    # anchored: a "+/- Stdev" column such as "72.50%" must not pass for the 50% line
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
     return WrkResult(rate, p50, p99)
 
 

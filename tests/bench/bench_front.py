@@ -41,6 +41,7 @@ from tests.bench._harness import (
     Deadline,
     admin_key,
     free_port,
+    goal,
     service_env,
     start,
     wait_http,
@@ -210,10 +211,11 @@ def main() -> int:
         if not case.reference:
             continue
         ratio = rates[case.name] / rates[case.reference]
-        goal = f"goal >= {case.goal}: {'met' if ratio >= case.goal else 'NOT met'}"
-        print(
-            f"{case.name:40} {ratio:6.2f} x {case.reference}" + (f"  ({goal})" if case.goal else "")
-        )
+        if case.goal:
+            unit = "x nginx" if case.reference == nginx else "x raster"
+            goal(f"cached tiles: {case.name}", ratio, case.goal, unit)
+        else:
+            print(f"{case.name:58} {ratio:8.2f} x {case.reference}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
