@@ -25,15 +25,20 @@ from shared.tiles.pretile import (
     check_ceiling,
     plan_pretile,
 )
-from shared.tiles.service import etag_of
+from shared.tiles.store import etag_of
 
 __all__ = ["ROUTES"]
 
 
 def _image(
-    request: Request, data: bytes, tile_format: TileFormat, cache: str, max_age: int
+    request: Request,
+    data: bytes,
+    tile_format: TileFormat,
+    cache: str,
+    max_age: int,
+    etag: str | None = None,
 ) -> Response:
-    etag = etag_of(data)
+    etag = etag or etag_of(data)
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
     if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
         return Response(status_code=304, headers=headers)
@@ -90,9 +95,8 @@ async def get_tile(request: Request) -> Response:
         variant=variant,
         encoding=Encoding.from_settings(settings.tiles),
     )
-    response = _image(
-        request, result.data, variant.format, result.cache, settings.tiles.tile_max_age_s
-    )
+    max_age = settings.tiles.tile_max_age_s
+    response = _image(request, result.data, variant.format, result.cache, max_age, result.etag)
     if result.empty:
         response.headers["X-Tile-Empty"] = "1"
     return response

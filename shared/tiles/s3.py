@@ -19,7 +19,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from shared.errors import UnavailableError
-from shared.tiles.store import key_format
+from shared.tiles.store import StoredTile, etag_of, key_format
 from shared.tiles.styles import check_style_id
 
 if TYPE_CHECKING:
@@ -142,8 +142,17 @@ class S3TileStore:
 
         return self._missing_as_none("reading a tile", key, read)
 
-    def put(self, key: str, data: bytes) -> None:
-        """Store a tile in one PutObject: readers see the whole object or none.
+    def read(self, key: str) -> StoredTile | None:
+        """The tile stored under ``key`` with the ETag of its bytes, or None.
+
+        Raises:
+            UnavailableError: as :meth:`get`.
+        """
+        data = self.get(key)
+        return None if data is None else StoredTile(data, etag_of(data))
+
+    def put(self, key: str, data: bytes) -> str:
+        """Store a tile in one PutObject: readers see the whole object or none; its ETag.
 
         The object's ``Content-Type`` is its format's (from the key's extension).
 
@@ -158,6 +167,7 @@ class S3TileStore:
             )
         except (ClientError, BotoCoreError) as exc:
             raise self._unavailable("storing a tile", key, exc) from exc
+        return etag_of(data)
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key`` (a HEAD request).

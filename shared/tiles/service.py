@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,24 +14,20 @@ from shared.tiles.formats import PNG_TILE, TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import Rendered
 from shared.tiles.pool import RenderPool
-from shared.tiles.store import TileStore, tile_key
+from shared.tiles.store import StoredTile, TileStore, etag_of, tile_key
 from shared.tiles.styles import StyleInfo, read_style
 
-__all__ = ["TileResult", "TileService", "etag_of"]
+__all__ = ["TileResult", "TileService"]
 
 
 @dataclass(frozen=True)
 class TileResult:
-    """A tile (its encoded bytes) and how it was obtained."""
+    """A tile (its encoded bytes), its ETag, and how it was obtained."""
 
     data: bytes
+    etag: str  # the stored file's (as nginx gives it) or, for a tile not stored, its bytes'
     cache: str  # "HIT" or "MISS"
     empty: bool
-
-
-def etag_of(data: bytes) -> str:
-    """A strong ETag of a tile's bytes (each format and scale has its own bytes, so its own)."""
-    return '"' + hashlib.blake2b(data, digest_size=16).hexdigest() + '"'
 
 
 class TileService:
@@ -43,7 +38,7 @@ class TileService:
         self.pool = pool
         self.tile_size = tile_size
         # concurrent requests for one uncached tile share one render (and one write)
-        self._inflight: SingleFlight[Rendered] = SingleFlight()
+        self._inflight: SingleFlight[tuple[Rendered, str]] = SingleFlight()
         #: tiles rendered for the cache by this process (a concurrent miss renders once)
         self.renders = 0
 
@@ -80,29 +75,29 @@ class TileService:
         info = self.style(style)
         if info.bounds is not None and not tile.intersects(info.bounds):
             empty = empty_tile(variant.format, self.tile_size * variant.scale)
-            return TileResult(empty, "MISS", True)
+            return TileResult(empty, etag_of(empty), "MISS", True)
         key = tile_key(style, lang, tile, variant)
         if not refresh:
-            cached = await asyncio.to_thread(store.get, key)
+            cached: StoredTile | None = await asyncio.to_thread(store.read, key)
             if cached is not None:
-                return TileResult(cached, "HIT", False)
+                return TileResult(cached.data, cached.etag, "HIT", False)
 
         async def render() -> Rendered:
             area = tile.area(self.tile_size, variant.scale)
             return await self.pool.render(style, lang, area, encoding.codec(variant.format))
 
-        async def render_and_store() -> Rendered:
+        async def render_and_store() -> tuple[Rendered, str]:
             rendered = await render()
             self.renders += 1
-            await asyncio.to_thread(store.put, key, rendered.data)
-            return rendered
+            return rendered, await asyncio.to_thread(store.put, key, rendered.data)
 
         if refresh:
             rendered = await render()
+            etag = etag_of(rendered.data)
         else:
             # keyed by store too: a waiter's tile must land in its own store
-            rendered = await self._inflight.run((store, key), render_and_store)
-        return TileResult(rendered.data, "MISS", rendered.empty)
+            rendered, etag = await self._inflight.run((store, key), render_and_store)
+        return TileResult(rendered.data, etag, "MISS", rendered.empty)
 
     def bbound(self, style: str, tile: TileAddress) -> list[float]:
         """The tile's corners in the CRS of the style's layer (spec 2.6 ``bbound``)."""

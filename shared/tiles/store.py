@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -11,7 +14,34 @@ from shared.tiles.formats import PNG_TILE, TileFormat, TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
 
-__all__ = ["FileTileStore", "TileStore", "key_format", "tile_key"]
+__all__ = [
+    "FileTileStore",
+    "StoredTile",
+    "TileStore",
+    "etag_of",
+    "file_etag",
+    "key_format",
+    "tile_key",
+]
+
+
+@dataclass(frozen=True)
+class StoredTile:
+    """A tile's bytes as stored, and the strong ETag they are served with."""
+
+    data: bytes
+    etag: str
+
+
+def etag_of(data: bytes) -> str:
+    """A strong ETag of a tile's bytes (each format and scale has its own bytes, so its own)."""
+    return '"' + hashlib.blake2b(data, digest_size=16).hexdigest() + '"'
+
+
+def file_etag(stat: os.stat_result) -> str:
+    """The ETag nginx gives a file (its modification time in seconds and its size, in hex), so
+    that a tile has one ETag whether the front or the API sends it."""
+    return f'"{int(stat.st_mtime):x}-{stat.st_size:x}"'
 
 
 def tile_key(style: str, lang: str, tile: TileAddress, variant: TileVariant = PNG_TILE) -> str:
@@ -34,8 +64,11 @@ class TileStore(Protocol):
     def get(self, key: str) -> bytes | None:
         """The tile stored under ``key``, or None."""
 
-    def put(self, key: str, data: bytes) -> None:
-        """Store a tile; a reader sees the whole tile or none."""
+    def read(self, key: str) -> StoredTile | None:
+        """The tile stored under ``key`` with its ETag, or None."""
+
+    def put(self, key: str, data: bytes) -> str:
+        """Store a tile; a reader sees the whole tile or none. Its ETag."""
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""
@@ -55,14 +88,22 @@ class FileTileStore:
 
     def get(self, key: str) -> bytes | None:
         """The tile stored under ``key``, or None."""
+        stored = self.read(key)
+        return None if stored is None else stored.data
+
+    def read(self, key: str) -> StoredTile | None:
+        """The tile stored under ``key`` with the ETag nginx gives its file, or None."""
         try:
-            return self._path(key).read_bytes()
+            with open(self._path(key), "rb") as f:
+                return StoredTile(f.read(), file_etag(os.fstat(f.fileno())))
         except FileNotFoundError:
             return None
 
-    def put(self, key: str, data: bytes) -> None:
-        """Store a tile (temporary file, then rename)."""
-        write_atomic(self._path(key), data)
+    def put(self, key: str, data: bytes) -> str:
+        """Store a tile (temporary file, then rename); the ETag nginx gives its file."""
+        path = self._path(key)
+        write_atomic(path, data)
+        return file_etag(path.stat())
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""

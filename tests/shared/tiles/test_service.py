@@ -14,8 +14,8 @@ from shared.raster.style import StyleSpec, style_xml
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import Rendered, transparent_png
 from shared.tiles.pool import RenderPool
-from shared.tiles.service import TileService, etag_of
-from shared.tiles.store import FileTileStore, tile_key
+from shared.tiles.service import TileService
+from shared.tiles.store import FileTileStore, etag_of, tile_key
 
 pytestmark = pytest.mark.anyio
 
