@@ -44,17 +44,19 @@ _VTILE = (
     r"^/(?:api-user|api/v1)/vtile/(?<vlayer>[A-Za-z0-9_.-]{1,240})/"
     r"[0-9]{1,2}/[0-9]{1,8}/[0-9]{1,8}\.pbf$"
 )
-#: the API's error shape for the front's own refusal (the tiles budget of a client or key)
-_RATE_LIMITED = json.dumps(
-    {
-        "error": {
-            "code": "rate-limited",
-            "message": "too many tile requests: slow down (see Retry-After)",
-            "detail": {"budget": "tiles"},
-        }
-    },
-    separators=(",", ":"),
+
+
+def _error(code: str, message: str, **detail: str) -> str:
+    """An answer of the front itself, in the API's error shape (nginx ``return`` text)."""
+    body = {"error": {"code": code, "message": message, "detail": detail}}
+    return json.dumps(body, separators=(",", ":")).replace("'", "\\'")
+
+
+#: the front's own refusal (the tiles budget of a client or key), and the API not answering
+_RATE_LIMITED = _error(
+    "rate-limited", "too many tile requests: slow down (see Retry-After)", budget="tiles"
 )
+_UNAVAILABLE = _error("unavailable", "the API is not answering: try again shortly")
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
 
 
@@ -140,6 +142,7 @@ def _vector(settings: Settings) -> str:
             limit_req zone=tiles burst={settings.auth.rate_tiles_per_min} nodelay;
             limit_req_status 429;
             error_page 429 = @rate_limited;
+            error_page 502 504 = @unavailable;  # a list here replaces the server's
             proxy_pass http://api;
             proxy_buffering on;  # nginx keeps only what it buffers
             proxy_cache vtiles;
@@ -297,6 +300,9 @@ http {{
         proxy_buffering off;  # event streams and streamed answers flow as they come
         proxy_request_buffering off;
         proxy_read_timeout {stream_s}s;
+        # the API not answering: its JSON error shape, never nginx's page
+        recursive_error_pages on;
+        error_page 502 504 = @unavailable;
 
         location ~ "{_TILE}" {{
             if ($tile_route = api) {{
@@ -315,9 +321,17 @@ http {{
 {_cors(settings)}        }}
 {_access(settings)}{_vector(settings)}
         location @rate_limited {{
+            types {{ }}  # the tile's extension must not name the type of this answer
             default_type application/json;
             add_header Retry-After {retry_s} always;
 {_cors(settings)}            return 429 '{_RATE_LIMITED}';
+        }}
+
+        location @unavailable {{
+            types {{ }}  # the tile's extension must not name the type of this answer
+            default_type application/json;
+            add_header Retry-After 5 always;
+{_cors(settings)}            return 503 '{_UNAVAILABLE}';
         }}
 
         location @api {{

@@ -110,6 +110,7 @@ def test_the_front_keeps_the_tiles_budget(settings: Settings, layers: None) -> N
             assert answers[0].status_code == 200
             refused = [r for r in answers if r.status_code == 429]
             assert refused, headers
+            assert refused[0].headers["content-type"] == "application/json"
             assert_error(refused[0].json(), "rate-limited")
             assert int(refused[0].headers["retry-after"]) >= 1
         assert httpx.get(f"{base}/api-user/health").status_code == 200
@@ -268,3 +269,28 @@ def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
                 assert r.status_code in (200, 204), (path, r.text)
                 assert "x-request-id" in r.headers, path
         assert httpx.get(f"{base}{private}").status_code == 401
+
+
+def test_with_the_api_down_cached_public_tiles_still_come_and_the_rest_is_a_json_503(
+    settings: Settings, layers: None
+) -> None:
+    mine = settings.model_copy(update={"public_layers": RGB_ID, "port": free_port()})
+    with served(mine) as api:
+        assert httpx.get(f"{api}{TILE}", headers=AUTH).status_code == 200  # cached
+    cached = mine.dirs.rtile / RGB_ID / "en" / "8" / "72" / "110.png"
+    # nothing listens at the backend now
+    with front(mine, f"127.0.0.1:{free_port()}") as base:
+        tile = httpx.get(f"{base}{TILE}")
+        assert tile.status_code == 200
+        assert tile.content == cached.read_bytes()
+        for path, headers in (
+            ("/api-user/health", {}),
+            (TILE, AUTH),  # the front must ask the API first
+            (f"{TILE}?nocache=1", {}),
+            ("/api-user/vtile/public.countries/1/0/0.pbf", {}),
+        ):
+            r = httpx.get(f"{base}{path}", headers=headers)
+            assert r.status_code == 503, path
+            assert r.headers["content-type"] == "application/json"
+            assert_error(r.json(), "unavailable")
+            assert r.headers["retry-after"] == "5"
