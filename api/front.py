@@ -1,16 +1,21 @@
 """The nginx front of ``make run``: cached tiles straight from the tile cache, the rest to the API.
 
 mod_tile's shape: a cached tile is a file, and a web server sends a file far faster than any
-Python stack (``make bench``: nginx serves the tile cache at ~20x the API's rate). The front
-serves a tile from ``map/rtile`` only when every rule of the API would answer it the same way:
+Python stack (README "Benchmarks"). The front serves a raster tile from ``map/rtile`` only when
+the API would answer it the same way:
 
-- the layer is public (``MAPSVC_PUBLIC_LAYERS``) and the request carries no credentials and
-  no query (no ``nocache``, ``isS3``, ``debug``, BBOX, ``api_key``): credentials, a query or a
-  missing file send the request to the API, which checks, renders and caches;
-- the answer has the API's headers: ``X-Cache: HIT``, ``Cache-Control``, CORS, and a strong
-  ``ETag`` (nginx's, from the file's time and size) with ``304`` on ``If-None-Match``;
-- the tiles budget holds per client address (``limit_req``, ``MAPSVC_RATE_TILES_PER_MIN``).
+- anonymous (no credentials, no query) on a public layer (``MAPSVC_PUBLIC_LAYERS``); or with
+  credentials (the ``Authorization`` header, or ``api_key`` as the only query) once the API has
+  said yes to them for the style (``GET rtile/<style>/access`` through ``auth_request``, the yes
+  kept ``MAPSVC_FRONT_ACCESS_TTL_S``); a refusal, a query or a missing file send the request to
+  the API, which checks, renders and caches;
+- the answer has the API's headers: ``X-Cache: HIT``, ``Cache-Control`` (``private`` for a
+  layer that is not public), CORS, and the strong ``ETag`` nginx gives the file (the API gives
+  the same) with ``304`` on ``If-None-Match``;
+- the tiles budget holds per client address and per credential (``limit_req``); the front's
+  own refusals and an API that does not answer are the API's JSON error shape.
 
+Vector tiles of public layers asked anonymously are kept ``MAPSVC_FRONT_VTILE_TTL_S``.
 Everything else is passed to the API unbuffered (SSE, streamed GeoJSON, uploads), with the
 client's address in ``X-Forwarded-For`` (uvicorn trusts it from loopback only).
 """
