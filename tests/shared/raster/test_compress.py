@@ -45,7 +45,10 @@ def test_a_raster_that_cannot_be_copied_is_refused_and_leaves_nothing(tmp_path: 
 
     with pytest.raises(UnprocessableError, match=r"gray.tif has 1 band\(s\)"):
         compress_file(gray, out / "gray.tif")
-    with pytest.raises(UnprocessableError, match=r"^cut.tif: .*TIFFReadEncodedTile\(\) failed"):
+    # GDAL's reason, which depends on how it reads (one thread, or several: GDAL_NUM_THREADS)
+    with pytest.raises(
+        UnprocessableError, match=r"^cut.tif: .*(TIFFReadEncodedTile\(\) failed|Cannot read)"
+    ):
         compress_file(cut, out / "cut.tif")
 
     assert list(out.iterdir()) == []  # no copy, no temporary file, no sidecar
