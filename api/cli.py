@@ -26,6 +26,7 @@ from api.mounts import USER_PREFIX, V1_PREFIX
 from shared.auth.tokens import flower_basic_auth
 from shared.queues import QUEUES
 from shared.settings import Settings
+from shared.version import VERSION
 
 __all__ = ["main"]
 
@@ -212,6 +213,7 @@ def _up(settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mapsvc`` command."""
     parser = argparse.ArgumentParser(prog="mapsvc", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"mapsvc {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP API (uvicorn)")
     serve.add_argument("--reload", action="store_true", help="restart on code changes")

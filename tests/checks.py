@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from rasterio.crs import CRS
@@ -13,6 +15,8 @@ __all__ = [
     "AUTH",
     "CRS_JSON_KEYS",
     "CRS_TEXT_KEYS",
+    "HEALTHY",
+    "PYPROJECT_VERSION",
     "REGISTRY_CRS",
     "assert_error",
     "assert_same",
@@ -20,6 +24,12 @@ __all__ = [
 
 #: the admin key of the test settings (``MAPSVC_ADMIN_API_KEY``), and the header that sends it
 ADMIN_KEY = "test-admin-key-0123456789abcdef"
+#: the version, read from pyproject.toml itself (the one source the service reads it from)
+PYPROJECT_VERSION: str = tomllib.loads(
+    (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+)["project"]["version"]
+#: what ``GET /health`` answers
+HEALTHY = {"status": "ok", "version": PYPROJECT_VERSION}
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 #: gdalinfo 3.6 prints the CRS as multi-line WKT2 and PROJJSON from Debian's PROJ 9.1 and its

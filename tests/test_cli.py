@@ -16,7 +16,7 @@ import redis
 from pydantic import SecretStr
 
 from shared.settings import Settings
-from tests.checks import AUTH
+from tests.checks import AUTH, PYPROJECT_VERSION
 from tests.conftest import ROOT, SHARED_DATA, UP_REDIS_URL, free_port, settings_env
 from tests.convert.pdfs import make_pdf
 
@@ -148,3 +148,10 @@ def test_help_lists_the_commands() -> None:
     )
     for command in ("serve", "worker", "flower", "up", "demo-data", "convert-server"):
         assert command in result.stdout
+
+
+def test_version_is_pyprojects() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "api.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == f"mapsvc {PYPROJECT_VERSION}"

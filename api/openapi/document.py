@@ -11,6 +11,7 @@ from api.openapi.models import Schema, components
 from api.openapi.operation import error_answer
 from api.openapi.operations import operations
 from shared.settings import Settings
+from shared.version import VERSION
 
 __all__ = ["openapi_document", "openapi_path"]
 
@@ -87,7 +88,7 @@ def openapi_document(routes: Sequence[BaseRoute], settings: Settings, prefix: st
         "openapi": "3.1.0",
         "info": {
             "title": "mapsvc",
-            "version": "1",
+            "version": VERSION,
             "description": "Map-data backend: raster tiles, PostGIS vector data, providers, jobs. "
             'Every failure answers `{"error": {"code", "message", "detail"}}`.',
         },

@@ -107,9 +107,10 @@ class SseEvent(_Body):
 
 
 class Health(BaseModel):
-    """The process is alive."""
+    """The process is alive, and its version (``pyproject.toml``'s)."""
 
     status: Literal["ok"]
+    version: str
 
 
 class Ready(BaseModel):

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from api.errors import error_response
 from api.services import services
+from shared.version import VERSION
 
 __all__ = ["ROUTES"]
 
@@ -22,8 +23,8 @@ _WORKER_PING_S = 1.0
 
 
 async def get_health(request: Request) -> JSONResponse:
-    """The process is alive (no dependency is checked)."""
-    return JSONResponse({"status": "ok"})
+    """The process is alive (no dependency is checked), and its version."""
+    return JSONResponse({"status": "ok", "version": VERSION})
 
 
 async def _check(probe: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:

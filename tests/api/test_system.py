@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from starlette.requests import Request
@@ -11,15 +12,22 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.checks import assert_error
+from tests.checks import HEALTHY, PYPROJECT_VERSION, assert_error
 from tests.conftest import admin_client
 
 
 def test_health(client: TestClient) -> None:
     r = client.get("/api-user/health")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok"}
+    assert r.json() == HEALTHY
     assert len(r.headers["x-request-id"]) == 32
+
+
+def test_the_version_is_pyprojects_in_health_and_openapi(client: TestClient) -> None:
+    assert client.get("/api-user/health").json()["version"] == PYPROJECT_VERSION
+    assert client.get("/api-user/openapi.json").json()["info"]["version"] == PYPROJECT_VERSION
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
+    assert f"## [{PYPROJECT_VERSION}]" in changelog  # each version says what it changed
 
 
 def test_request_id_is_echoed(client: TestClient) -> None:

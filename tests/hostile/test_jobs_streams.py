@@ -28,7 +28,7 @@ from api.app import create_app
 from shared import events
 from shared.jobs import JobReporter, JobStore
 from shared.settings import Settings
-from tests.checks import AUTH, assert_error
+from tests.checks import AUTH, HEALTHY, assert_error
 from tests.conftest import admin_client, free_port
 from tests.jobs import wait_running, wait_state
 from tests.layers import RGB, RGB_ID, configure
@@ -115,7 +115,7 @@ def test_stream_cap_is_503_with_retry_after_and_others_answer(
                 error = assert_error(r.json(), "unavailable")
                 assert error["detail"]["limit"] == 3
             # everything else still answers, jobs and their waits included
-            assert http.get("/api-user/health").json() == {"status": "ok"}
+            assert http.get("/api-user/health").json() == HEALTHY
             assert http.get("/api-user/ready").json()["status"] == "ready"
             assert http.get(f"/api-user/jobs/{job_id}").json()["state"] == "succeeded"
             probe = http.get("/api-user/diag/probe?steps=2&delay_ms=10")
@@ -239,7 +239,7 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
             assert app.state.services.jobs.open_streams == 2  # a refused stream gave its slot back
             # the rest of the API does not share that pool
             t0 = time.monotonic()
-            assert http.get("/api-user/health").json() == {"status": "ok"}
+            assert http.get("/api-user/health").json() == HEALTHY
             tile = http.get(f"/api-user/rtile/{RGB_ID}/en/10/290/442.png")
             assert tile.status_code == 200
             assert tile.content.startswith(b"\x89PNG")
@@ -269,7 +269,7 @@ def test_probe_is_off_unless_configured(settings: Settings, rdb: redis.Redis) ->
             # answered as if there were no such route
             assert error["message"] == f"no route GET {path.split('?')[0]}"
             assert unknown.json()["error"]["message"].startswith("no route GET ")
-        assert tc.get("/api-user/health").json() == {"status": "ok"}
+        assert tc.get("/api-user/health").json() == HEALTHY
     assert job_keys(rdb) == before  # nothing was enqueued
 
 

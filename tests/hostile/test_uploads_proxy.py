@@ -36,7 +36,7 @@ from shared.convert.server import ConvertServicer, build_server
 from shared.convert.wire import MAX_WORKERS
 from shared.errors import UnavailableError
 from shared.settings import Settings
-from tests.checks import ADMIN_KEY, AUTH, assert_error
+from tests.checks import ADMIN_KEY, AUTH, HEALTHY, assert_error
 from tests.conftest import admin_client, app_client, free_port
 from tests.convert.pdfs import make_pdf, pages_of
 from tests.providers import fakes
@@ -125,7 +125,7 @@ def _nothing_lost(merge: Merge) -> Iterator[None]:
     assert list(merge.tmp.iterdir()) == []
     assert _files(merge.settings.work_dir) == work_before
     r = httpx.get(f"{merge.base}/api-user/health", headers=AUTH, timeout=5)
-    assert r.json() == {"status": "ok"}
+    assert r.json() == HEALTHY
     r = httpx.post(
         f"{merge.base}/api-user/pdf-merge",
         files=[("files", ("a.pdf", PDF))],
@@ -462,7 +462,7 @@ def test_proxy_refuses_pages_scripts_and_unknown_types(
     assert "<script>" not in r.text
     _assert_safe_headers(r)
     assert len(fakes.CALLS["proxy"]) == 1
-    assert proxy_tc.get("/api-user/health").json() == {"status": "ok"}
+    assert proxy_tc.get("/api-user/health").json() == HEALTHY
 
 
 def test_proxy_never_relays_html_whatever_the_setting(
@@ -558,7 +558,7 @@ def test_proxy_cors_only_for_the_configured_origins(
         # other endpoints are not touched by the proxy's CORS: they follow the API's own
         # (MAPSVC_CORS_ORIGINS, any origin by default), never echo the proxy's list
         r = tc.get("/api-user/health", headers={"Origin": origin})
-        assert r.json() == {"status": "ok"}
+        assert r.json() == HEALTHY
         assert r.headers["access-control-allow-origin"] == "*"
     with app_client(_proxy_settings(psettings, fake_base, proxy_cors_origins="*")) as tc:
         r = tc.get("/api-user/gis-url-proxy", params=url, headers={"Origin": "https://any.org"})
