@@ -52,6 +52,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # One message at a time per process: jobs are long, and a prefetched one would wait
         # behind a busy process while another process is idle.
         "worker_prefetch_multiplier": 1,
+        # Recycling: a long-running deployment does not grow without bound (None: never)
+        "worker_max_tasks_per_child": settings.jobs.worker_max_tasks_per_child or None,
+        "worker_max_memory_per_child": settings.jobs.worker_max_memory_mb * 1024 or None,
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "worker_hijack_root_logger": False,

@@ -295,6 +295,17 @@ class JobSettings(Concern):
     worker_concurrency: int = Field(
         default=0, ge=0, description="Worker processes per Celery worker (0 = one per CPU)"
     )
+    worker_max_tasks_per_child: int = Field(
+        default=1000,
+        ge=0,
+        description="A worker process is replaced after this many tasks (0: never)",
+    )
+    worker_max_memory_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="A worker process is replaced after a task that left it above this many "
+        "MiB resident (0: no ceiling)",
+    )
     events_ttl_s: int = Field(
         default=86400, ge=60, description="How long a job's event lines and record are kept"
     )
