@@ -186,7 +186,7 @@ def _up(settings: Settings) -> int:
     if _wait_ready(f"{base}{USER_PREFIX}/ready", procs, timeout_s=90):
         print(
             f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)"
-            f"{'  behind nginx: cached tiles of public layers from disk' if front else ''}\n"
+            f"{'  behind nginx: cached tiles from disk' if front else ''}\n"
             f"  ready    {base}{USER_PREFIX}/ready\n{_credentials_hint(settings, base, key_file)}"
             f"  Flower   http://{settings.host}:{settings.flower_port}/  (login {flower_login},"
             " password in the secrets file or MAPSVC_FLOWER_BASIC_AUTH)\n"
