@@ -102,6 +102,15 @@ def operations(tile_max_size: int) -> dict[str, Operation]:
             any_format,
             [404, 422],
         ),
+        "get_tile_access": Operation(
+            "Whether the caller may read the layer's tiles: `204`, else the error a tile would "
+            "get (the nginx front asks it before it sends a cached tile of a layer that is not "
+            "public)",
+            "tiles",
+            [style],
+            {"204": {"description": "The caller may read the layer's tiles"}},
+            [401, 403, 404],
+        ),
         "get_layer_pretile": heavy(
             "Pre-tile a layer (spec 4.2); `dryrun=1` answers the plan",
             "tiles",
