@@ -23,23 +23,33 @@ from shared.raster.paths import encode_id, normalise_path
 from shared.settings import Settings
 
 __all__ = [
+    "LAYER_KEY",
     "PRINCIPAL_KEY",
     "RULES",
     "Rule",
     "guarded",
     "is_public",
+    "layer_of",
     "principal_of",
     "visible_layers",
 ]
 
 #: where the authentication middleware leaves the request's principal in the ASGI scope
 PRINCIPAL_KEY = "mapsvc.principal"
+#: where a route's rule leaves the layer the request names (for the jobs it starts)
+LAYER_KEY = "mapsvc.layer"
 
 
 def principal_of(request: Request) -> Principal:
     """The principal of a request (anonymous when no authentication ran)."""
     found: Principal = request.scope.get(PRINCIPAL_KEY, ANONYMOUS)
     return found
+
+
+def layer_of(request: Request) -> str | None:
+    """The layer the request names, as its route's rule read it (None: none)."""
+    layer: str | None = request.scope.get(LAYER_KEY)
+    return layer
 
 
 def is_public(settings: Settings, layer: str) -> bool:
@@ -139,6 +149,7 @@ RULES: dict[str, Rule] = {
     "get_parcel_api": Rule("reader"),
     "post_pdf_merge": Rule("reader"),
     # a job's record and stream: its creator and operators (checked by the job service)
+    "list_jobs": Rule("reader"),
     "get_job": Rule("reader"),
     "delete_job": Rule("reader"),
     "get_job_events": Rule("reader"),
@@ -175,6 +186,7 @@ class _Guarded:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         layer = self.rule.check(request)
+        scope[LAYER_KEY] = layer
         if layer is None or is_public(request.app.state.settings, layer):
             await self.app(scope, receive, send)
             return

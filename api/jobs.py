@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from api.access import principal_of
+from api.access import layer_of, principal_of
 from api.links import job_links
 from api.params import flag
 from shared import events
@@ -44,7 +45,14 @@ from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
 
-__all__ = ["JobService", "check_job_id", "make_celery_client"]
+__all__ = [
+    "JOB_STATES",
+    "MAX_JOBS_SCANNED",
+    "JobQuery",
+    "JobService",
+    "check_job_id",
+    "make_celery_client",
+]
 
 _JOB_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _CELERY_STATES = {
@@ -69,10 +77,41 @@ def make_celery_client(settings: Settings) -> Celery:
     return client
 
 
+def _allowed(record: JobRecord, principal: Principal) -> bool:
+    """Whether ``principal`` may see the job: its creator and operators may."""
+    return principal.has("operator") or bool(record.owner and record.owner == principal.id)
+
+
 def _check_access(record: JobRecord, principal: Principal) -> None:
     """Refuse a job record to all but its creator and operators (as if it did not exist)."""
-    if not (principal.has("operator") or (record.owner and record.owner == principal.id)):
+    if not _allowed(record, principal):
         raise NotFoundError(f"no job {record.id}", job_id=record.id)
+
+
+#: the states of a job descriptor
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+#: the most jobs one listing looks at (newest or oldest first), whatever it selects
+MAX_JOBS_SCANNED = 5000
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """What a listing of the jobs collection selects, in which order, which page."""
+
+    kind: str | None = None
+    state: str | None = None
+    layer: str | None = None
+    newest_first: bool = True
+    limit: int = 50
+    offset: int = 0
+
+    def selects(self, record: JobRecord, state: str) -> bool:
+        """Whether the job (its record, its state now) is one the query asks for."""
+        return (
+            (self.kind is None or record.kind == self.kind)
+            and (self.state is None or state == self.state)
+            and (self.layer is None or record.layer == self.layer)
+        )
 
 
 def check_job_id(job_id: str) -> str:
@@ -86,6 +125,27 @@ def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[str, Any]:
+    """The job descriptor: state, progress, times, result or error; links when it answers
+    ``request``."""
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "state": state,
+        "layer": record.layer or None,
+        "progress": record.progress,
+        "params": record.params,
+        "created": _iso(record.created),
+        "started": _iso(record.started),
+        "finished": _iso(record.finished),
+        "worker": record.worker,
+        "last_line": record.last_line,
+        "cancel_requested": record.cancel_requested,
+        "result": record.result,
+        "error": record.error,
+    } | ({"links": job_links(request, record.id)} if request is not None else {})
 
 
 class JobService:
@@ -141,6 +201,7 @@ class JobService:
         dedup: bool = False,
         job_id: str | None = None,
         owner: str = "",
+        layer: str = "",
     ) -> str:
         """Record a job and send its task; with ``dedup``, join an unfinished identical job.
 
@@ -151,12 +212,15 @@ class JobService:
             dedup: reuse the job already running with the same kind and parameters.
             job_id: the id of the new job, when the caller chose it (to lock on it first).
             owner: the id of the principal starting it.
+            layer: the layer it is about (the one its request names), if any.
 
         Returns:
             The job id.
         """
         job_id = job_id or str(uuid.uuid4())
-        return await run_in_threadpool(self._enqueue, kind, task_name, params, dedup, job_id, owner)
+        return await run_in_threadpool(
+            self._enqueue, kind, task_name, params, dedup, job_id, owner, layer
+        )
 
     def _enqueue(
         self,
@@ -166,13 +230,14 @@ class JobService:
         dedup: bool,
         job_id: str,
         owner: str,
+        layer: str,
     ) -> str:
         if dedup:
             time_limit = self.settings.jobs.job_time_limit_s
             running = self.store.claim(kind, params, job_id, time_limit, owner)
             if running is not None:
                 return running
-        self.store.create(job_id, kind, params, owner)
+        self.store.create(job_id, kind, params, owner, layer)
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
 
@@ -187,21 +252,49 @@ class JobService:
         record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
         if request is not None:
             _check_access(record, principal_of(request))
+        return _descriptor(record, state, request)
+
+    async def listing(self, request: Request, query: JobQuery) -> dict[str, Any]:
+        """The jobs ``request``'s principal may see that ``query`` selects, one page of them.
+
+        At most :data:`MAX_JOBS_SCANNED` of the newest (or oldest) jobs are looked at, so a
+        request does bounded work; ``next`` is the URL of the next page, or None.
+        """
+        principal = principal_of(request)
+        found: list[dict[str, Any]] = []
+        scanned, step = 0, 200
+        want = query.offset + query.limit + 1  # one more: is there a next page?
+        while len(found) < want and scanned < MAX_JOBS_SCANNED:
+            batch, listed = await run_in_threadpool(self._select, scanned, step, principal, query)
+            found += [_descriptor(record, state, request) for record, state in batch]
+            scanned += step
+            if listed < step:
+                break
+        page = found[query.offset : query.offset + query.limit]
+        more = len(found) > query.offset + query.limit
+        next_url = str(request.url.include_query_params(offset=query.offset + query.limit))
         return {
-            "id": record.id,
-            "kind": record.kind,
-            "state": state,
-            "progress": record.progress,
-            "params": record.params,
-            "created": _iso(record.created),
-            "started": _iso(record.started),
-            "finished": _iso(record.finished),
-            "worker": record.worker,
-            "last_line": record.last_line,
-            "cancel_requested": record.cancel_requested,
-            "result": record.result,
-            "error": record.error,
-        } | ({"links": job_links(request, job_id)} if request is not None else {})
+            "jobs": page,
+            "limit": query.limit,
+            "offset": query.offset,
+            "next": next_url if more else None,
+        }
+
+    def _select(
+        self, start: int, count: int, principal: Principal, query: JobQuery
+    ) -> tuple[list[tuple[JobRecord, str]], int]:
+        """Of ``count`` jobs from position ``start``, those ``principal`` may see that ``query``
+        selects (records and states); and how many jobs were listed."""
+        ids = self.store.job_ids(start, count, newest_first=query.newest_first)
+        selected = []
+        for job_id in ids:
+            try:
+                record, state = self._settled(job_id)
+            except NotFoundError:
+                continue  # expired since it was listed
+            if _allowed(record, principal) and query.selects(record, state):
+                selected.append((record, state))
+        return selected, len(ids)
 
     def _settled(self, job_id: str) -> tuple[JobRecord, str]:
         """The job's record and state, first writing the outcome Celery knows and the job could not.
@@ -292,16 +385,16 @@ class JobService:
             UnavailableError: the stream pool has no connection to wait with; nothing was
                 enqueued (503 with ``Retry-After``).
         """
-        ended, owner = False, principal_of(request).id
+        ended, owner, layer = False, principal_of(request).id, layer_of(request) or ""
         if flag(request, "async") or self.settings.jobs.job_wait_s <= 0:
             job_id = await self.enqueue(
-                kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner
+                kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
             )
         else:
             # the connection first: when there is none, the job is refused, not left unwatched
             async with held_client(self.stream_pool) as client:
                 job_id = await self.enqueue(
-                    kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner
+                    kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
                 )
                 ended = await self.wait_final(client, job_id, self.settings.jobs.job_wait_s)
         headers = {"X-Job-ID": job_id}

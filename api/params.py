@@ -24,6 +24,7 @@ __all__ = [
     "lang_param",
     "number",
     "srs_param",
+    "text_param",
 ]
 
 _TRUE = {"1", "true", "yes"}
@@ -53,6 +54,20 @@ def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> in
         ) from None
     if not lo <= value <= hi:
         raise InvalidInputError(f"{name} must be {lo}..{hi}", parameter=name, value=value)
+    return value
+
+
+def text_param(request: Request, name: str, max_chars: int) -> str | None:
+    """The text of query parameter ``name`` (None when absent or empty).
+
+    Raises:
+        InvalidInputError: longer than ``max_chars``.
+    """
+    value = request.query_params.get(name) or None
+    if value is not None and len(value) > max_chars:
+        raise InvalidInputError(
+            f"{name} is at most {max_chars} characters", parameter=name, value=value[:64]
+        )
     return value
 
 

@@ -56,6 +56,9 @@ def _record_key(job_id: str) -> str:
 
 #: every record key (job ids are UUIDs), not the keys of their streams and guards
 _RECORD_PATTERN = _record_key("????????-????-????-????-????????????")
+#: the job ids by creation time (a sorted set), for the jobs collection; ids whose record has
+#: expired are dropped from it as jobs are created
+JOBS_INDEX = "mapsvc:jobs"
 
 # KEYS: a job record. ARGV: its TTL, then field, value pairs. Writes only a record that exists
 # (a write after it expired would leave a partial record with no TTL); returns whether it did.
@@ -97,6 +100,8 @@ class JobRecord:
     """When the job last started or wrote a line (None: not started)."""
     owner: str = ""
     """The id of the principal that started the job (``key:…``, ``user:…``)."""
+    layer: str = ""
+    """The layer the request that started the job named (empty: none)."""
 
 
 def _float(value: str | None) -> float | None:
@@ -113,19 +118,33 @@ class JobStore:
         self._update = client.register_script(_UPDATE)
         self._count_attempt = client.register_script(COUNT_IF_EXISTS)
 
-    def create(self, job_id: str, kind: str, params: dict[str, Any], owner: str = "") -> None:
-        """Record a job as it is enqueued, and who started it."""
-        key = _record_key(job_id)
+    def create(
+        self, job_id: str, kind: str, params: dict[str, Any], owner: str = "", layer: str = ""
+    ) -> None:
+        """Record a job as it is enqueued, who started it and the layer it is about."""
+        key, created = _record_key(job_id), time.time()
         mapping = {
             "kind": kind,
             "params": json.dumps(params),
-            "created": repr(time.time()),
+            "created": repr(created),
             "owner": owner,
+            "layer": layer,
         }
         pipe = self.client.pipeline()
         pipe.hset(key, mapping=cast(dict[Any, Any], mapping))
         pipe.expire(key, self.ttl_s)
+        pipe.zadd(JOBS_INDEX, {job_id: created})
+        pipe.zremrangebyscore(JOBS_INDEX, "-inf", created - self.ttl_s)  # records gone by now
         pipe.execute()
+
+    def job_ids(self, start: int, count: int, *, newest_first: bool = True) -> list[str]:
+        """Ids of jobs by creation time, ``count`` of them from position ``start``."""
+        end = start + count - 1
+        if newest_first:
+            ids = self.client.zrevrange(JOBS_INDEX, start, end)
+        else:
+            ids = self.client.zrange(JOBS_INDEX, start, end)
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
     def claim(
         self, kind: str, params: dict[str, Any], job_id: str, ttl_s: int, owner: str = ""
@@ -180,6 +199,7 @@ class JobStore:
             worker=data.get("worker"),
             heartbeat=_float(data.get("beat")),
             owner=data.get("owner", ""),
+            layer=data.get("layer", ""),
         )
 
     def update(self, job_id: str, **fields: str | float) -> None:

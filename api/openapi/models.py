@@ -27,6 +27,7 @@ __all__ = [
     "FeatureCollection",
     "Health",
     "Job",
+    "JobList",
     "JobLinks",
     "Parcel",
     "PretilePlan",
@@ -86,6 +87,7 @@ class Job(BaseModel):
     id: str
     kind: str
     state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    layer: str | None
     progress: float | None
     params: dict[str, Any]
     created: str | None
@@ -97,6 +99,15 @@ class Job(BaseModel):
     result: Any
     error: dict[str, Any] | None
     links: JobLinks
+
+
+class JobList(BaseModel):
+    """One page of the jobs collection."""
+
+    jobs: list[Job]
+    limit: int
+    offset: int
+    next: str | None
 
 
 class SseEvent(_Body):
@@ -339,6 +350,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     auth_models.OAuthError,
     auth_models.LoginAnswer,
     Job,
+    JobList,
     SseEvent,
     Health,
     Ready,

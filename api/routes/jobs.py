@@ -7,15 +7,44 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api.access import principal_of
-from api.jobs import check_job_id
-from api.params import int_param
+from api.jobs import JOB_STATES, MAX_JOBS_SCANNED, JobQuery, check_job_id
+from api.params import int_param, text_param
 from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
 from shared.diag import MAX_PROBE_STEPS, check_probe_params
-from shared.errors import NotFoundError
+from shared.errors import InvalidInputError, NotFoundError
+from shared.raster.paths import MAX_ID_CHARS
 
 __all__ = ["ROUTES"]
+
+
+async def list_jobs(request: Request) -> JSONResponse:
+    """The jobs collection (spec 4.0 rule 3): newest first, one page, filtered by query.
+
+    ``kind``, ``state``, ``layer`` select; ``ord`` is ``-created`` (default) or ``created``;
+    ``limit`` (1–200, 50) and ``offset`` page. Operators see every job, others their own.
+    """
+    q = request.query_params
+    state = q.get("state") or None
+    if state is not None and state not in JOB_STATES:
+        raise InvalidInputError(
+            f"state is one of {', '.join(JOB_STATES)}", parameter="state", value=state[:64]
+        )
+    order = q.get("ord") or "-created"
+    if order not in ("created", "-created"):
+        raise InvalidInputError(
+            "ord is created or -created (newest first)", parameter="ord", value=order[:64]
+        )
+    query = JobQuery(
+        kind=text_param(request, "kind", 64),
+        state=state,
+        layer=text_param(request, "layer", MAX_ID_CHARS),
+        newest_first=order == "-created",
+        limit=int_param(request, "limit", 50, 1, 200),
+        offset=int_param(request, "offset", 0, 0, MAX_JOBS_SCANNED),
+    )
+    return JSONResponse(await services(request).jobs.listing(request, query))
 
 
 async def get_job(request: Request) -> JSONResponse:
@@ -88,6 +117,7 @@ async def get_probe(request: Request) -> Response:
 
 
 ROUTES = [
+    Route("/jobs", list_jobs, methods=["GET"], name="list_jobs"),
     Route("/jobs/{job_id}", get_job, methods=["GET"], name="get_job"),
     Route("/jobs/{job_id}", delete_job, methods=["DELETE"], name="delete_job"),
     Route("/jobs/{job_id}/events", get_job_events, methods=["GET"], name="get_job_events"),

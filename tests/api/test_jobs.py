@@ -176,3 +176,80 @@ def test_identical_job_joins_the_running_one(
     third = client.portal.call(enqueue)
     assert third != first
     assert wait_state(client, third)["state"] == "succeeded"
+
+
+@pytest.mark.worker
+def test_the_jobs_collection_lists_pages_and_filters(
+    client: TestClient, settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    kind = "probe"
+    ids = []
+    for _ in range(3):
+        r = client.get("/api-user/diag/probe?steps=1&delay_ms=1&async=1")
+        assert r.status_code == 202
+        ids.append(r.json()["id"])
+        time.sleep(0.01)  # distinct creation times
+    for job_id in ids:
+        assert wait_state(client, job_id)["state"] == "succeeded"
+    newest = client.get("/api-user/jobs", params={"kind": kind, "limit": 200}).json()
+    listed = [job["id"] for job in newest["jobs"]]
+    assert [i for i in listed if i in ids] == ids[::-1]  # newest first
+    first = newest["jobs"][0]
+    assert first == client.get(f"/api-user/jobs/{first['id']}").json()  # each as GET /jobs/{id}
+    assert {job["kind"] for job in newest["jobs"]} == {kind}
+    # pages: two at a time, following next
+    pages, url = [], "/api-user/jobs?kind=probe&limit=2"
+    while url and len(pages) < 100:
+        page = client.get(url).json()
+        assert page["limit"] == 2
+        assert len(page["jobs"]) <= 2
+        pages += [job["id"] for job in page["jobs"]]
+        url = page["next"]
+    assert pages == listed
+    oldest = client.get("/api-user/jobs", params={"kind": kind, "ord": "created", "limit": 200})
+    assert [job["id"] for job in oldest.json()["jobs"]] == listed[::-1]
+    succeeded = client.get("/api-user/jobs", params={"kind": kind, "state": "failed"}).json()
+    assert not set(ids) & {job["id"] for job in succeeded["jobs"]}
+    other = client.get("/api-user/jobs", params={"kind": "no-such-kind"}).json()
+    assert other == {"jobs": [], "limit": 50, "offset": 0, "next": None}
+
+
+def test_the_jobs_collection_shows_others_their_own_jobs_only(
+    client: TestClient, settings: Settings
+) -> None:
+    from redis import Redis
+
+    from shared.jobs import JobStore
+
+    made = client.post("/api-user/api-keys", json={"name": "jobs", "role": "reader"}).json()
+    store = JobStore(Redis.from_url(settings.redis_url), settings)
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    store.create(mine, "pretile", {}, owner=f"key:{made['id']}", layer="abc")
+    store.create(theirs, "pretile", {}, owner="key:someone-else", layer="abc")
+    reader = {"Authorization": f"Bearer {made['key']}"}
+    seen = client.get("/api-user/jobs", headers=reader).json()["jobs"]
+    assert [job["id"] for job in seen] == [mine]
+    assert seen[0]["layer"] == "abc"
+    everyone = client.get("/api-user/jobs", params={"layer": "abc", "limit": 200}).json()["jobs"]
+    assert {mine, theirs} <= {job["id"] for job in everyone}  # an admin sees every job
+    assert client.get("/api-user/jobs", params={"layer": "zzz"}).json()["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "parameter"),
+    [
+        ({"state": "sleeping"}, "state"),
+        ({"ord": "name"}, "ord"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "201"}, "limit"),
+        ({"offset": "-1"}, "offset"),
+        ({"kind": "k" * 65}, "kind"),
+    ],
+)
+def test_the_jobs_collection_refuses_bad_queries(
+    client: TestClient, params: dict[str, str], parameter: str
+) -> None:
+    r = client.get("/api-user/jobs", params=params)
+    assert r.status_code == 400
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+    assert client.get("/api-user/health").status_code == 200

@@ -241,6 +241,8 @@ def test_configure_a_file_layer(
         assert decode(tile.content).shape[1:] == (side, side), name
     lines = job_lines(rdb, r.headers["x-job-id"])
     assert_stages(lines)
+    job = client.get(f"/api-user/jobs/{r.headers['x-job-id']}").json()
+    assert (job["kind"], job["layer"]) == ("raster-config", layer)  # the layer its request named
     assert "smallRaster" in lines[lines.index('{"smallRaster":true}')]
     descriptors = next(line for line in lines if line.startswith('[{"name":'))
     assert '"rasterSize":[791,718]' in descriptors

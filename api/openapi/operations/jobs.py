@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from api.openapi.models import Job, ProbeResult, SseEvent, ref
+from api.jobs import JOB_STATES, MAX_JOBS_SCANNED
+from api.openapi.models import Job, JobList, ProbeResult, SseEvent, ref
 from api.openapi.operation import Operation, content, heavy, json_body
-from api.openapi.parameters import AFTER, JOB_ID, LAST_EVENT_ID, integer
+from api.openapi.parameters import AFTER, JOB_ID, LAST_EVENT_ID, integer, param, text
 from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS
+from shared.raster.paths import MAX_ID_CHARS
 
 __all__ = ["operations"]
 
@@ -19,6 +21,29 @@ _SSE = content(
 def operations() -> dict[str, Operation]:
     """The operations of the job routes by name."""
     return {
+        "list_jobs": Operation(
+            "The jobs collection: newest first, one page; operators see every job",
+            "jobs",
+            [
+                text("query", "kind", "Only jobs of this kind (pretile, raster-config, …)"),
+                param(
+                    "query",
+                    "state",
+                    {"type": "string", "enum": list(JOB_STATES)},
+                    "Only jobs in this state",
+                ),
+                text("query", "layer", "Only jobs about this layer", max_length=MAX_ID_CHARS),
+                param(
+                    "query",
+                    "ord",
+                    {"type": "string", "enum": ["-created", "created"]},
+                    "Order: `-created` (newest first, the default) or `created`",
+                ),
+                integer("query", "limit", 1, 200, "Jobs per page (default 50)"),
+                integer("query", "offset", 0, MAX_JOBS_SCANNED, "Jobs skipped (default 0)"),
+            ],
+            {"200": json_body(JobList, "One page of jobs; `next`: the next page's URL")},
+        ),
         "get_job": Operation(
             "A job's state, progress, result or error",
             "jobs",
