@@ -26,6 +26,7 @@ from shared.auth.migrate import upgrade
 from shared.auth.tokens import signing_keys
 from shared.convert.client import convert_client
 from shared.jobs import JobStore
+from shared.logs import configure_logging
 from shared.providers.dem import DemCatalog
 from shared.providers.proxy import ProxyPolicy, make_proxy_client
 from shared.providers.upstream import Upstream, make_http_client
@@ -51,9 +52,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """
     settings = settings or Settings()
     settings.ensure_work_dir()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

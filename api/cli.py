@@ -8,7 +8,6 @@ workers.celery_app``), so this module imports neither the app nor Celery itself.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from api import cli_auth
 from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
 from shared.auth.tokens import flower_basic_auth
+from shared.logs import configure_logging
 from shared.queues import QUEUES
 from shared.settings import Settings
 from shared.version import VERSION
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     settings = Settings()
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     done = cli_auth.run(args, settings)
     if done is not None:
         return done

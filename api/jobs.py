@@ -41,6 +41,7 @@ from shared.errors import (
     error_from_code,
 )
 from shared.jobs import FINISH_CANCELLED, JobRecord, JobStore
+from shared.logs import REQUEST_ID
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
@@ -135,6 +136,7 @@ def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[
         "kind": record.kind,
         "state": state,
         "layer": record.layer or None,
+        "request_id": record.request_id or None,
         "progress": record.progress,
         "params": record.params,
         "created": _iso(record.created),
@@ -237,7 +239,7 @@ class JobService:
             running = self.store.claim(kind, params, job_id, time_limit, owner)
             if running is not None:
                 return running
-        self.store.create(job_id, kind, params, owner, layer)
+        self.store.create(job_id, kind, params, owner, layer, REQUEST_ID.get() or "")
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
 

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_response
+from shared.logs import REQUEST_ID
 
 __all__ = ["AllowedHostsMiddleware", "HttpMiddleware", "RequestIdMiddleware"]
 
@@ -47,7 +48,11 @@ class RequestIdMiddleware(HttpMiddleware):
                 MutableHeaders(scope=message)["X-Request-ID"] = request_id
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        token = REQUEST_ID.set(request_id)  # on every log line of the request's work
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(token)
 
 
 class AllowedHostsMiddleware(HttpMiddleware):

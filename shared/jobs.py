@@ -102,6 +102,8 @@ class JobRecord:
     """The id of the principal that started the job (``key:…``, ``user:…``)."""
     layer: str = ""
     """The layer the request that started the job named (empty: none)."""
+    request_id: str = ""
+    """The id of the request that started the job (empty: none)."""
 
 
 def _float(value: str | None) -> float | None:
@@ -119,9 +121,16 @@ class JobStore:
         self._count_attempt = client.register_script(COUNT_IF_EXISTS)
 
     def create(
-        self, job_id: str, kind: str, params: dict[str, Any], owner: str = "", layer: str = ""
+        self,
+        job_id: str,
+        kind: str,
+        params: dict[str, Any],
+        owner: str = "",
+        layer: str = "",
+        request_id: str = "",
     ) -> None:
-        """Record a job as it is enqueued, who started it and the layer it is about."""
+        """Record a job as it is enqueued: who started it, the layer it is about, the request
+        that started it."""
         key, created = _record_key(job_id), time.time()
         mapping = {
             "kind": kind,
@@ -129,6 +138,7 @@ class JobStore:
             "created": repr(created),
             "owner": owner,
             "layer": layer,
+            "request_id": request_id,
         }
         pipe = self.client.pipeline()
         pipe.hset(key, mapping=cast(dict[Any, Any], mapping))
@@ -200,6 +210,7 @@ class JobStore:
             heartbeat=_float(data.get("beat")),
             owner=data.get("owner", ""),
             layer=data.get("layer", ""),
+            request_id=data.get("request_id", ""),
         )
 
     def update(self, job_id: str, **fields: str | float) -> None:

@@ -591,6 +591,10 @@ class Settings(Concern):
         default=1, ge=1, le=64, description="API processes started by `mapsvc serve` (uvicorn)"
     )
     log_level: str = Field(default="INFO", description="Log level of every process")
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="Log lines of every process: one JSON object each, or plain text",
+    )
     database_url: str = Field(
         default="postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc",
         description="SQLAlchemy URL of PostgreSQL with PostGIS",

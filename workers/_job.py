@@ -14,6 +14,7 @@ from celery.states import REVOKED
 
 from shared.errors import JobCancelledError, MapsvcError
 from shared.jobs import Continued, JobReporter, JobStore
+from shared.logs import JOB_ID, REQUEST_ID
 from shared.redis_clients import sync_client
 from workers.celery_app import settings
 
@@ -51,6 +52,17 @@ class JobTask(Task):  # type: ignore[misc]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         job_id = self.request.id
+        record = _store().get(job_id)
+        # every line logged while the job runs names it, and the request that started it
+        job_token = JOB_ID.set(job_id)
+        request_token = REQUEST_ID.set((record.request_id or None) if record else None)
+        try:
+            return self._run_job(job_id, *args, **kwargs)
+        finally:
+            JOB_ID.reset(job_token)
+            REQUEST_ID.reset(request_token)
+
+    def _run_job(self, job_id: str, *args: Any, **kwargs: Any) -> Any:
         store = _store()
         report = JobReporter(store, job_id)
         if store.cancel_requested(job_id):
@@ -69,6 +81,7 @@ class JobTask(Task):  # type: ignore[misc]
             )
             return None
         report.start(worker=f"{self.request.hostname or socket.gethostname()} pid {os.getpid()}")
+        log.info("job %s (%s) started, attempt %d", job_id, self.name, attempts)
         try:
             result = self.run(report, *args, **kwargs)
         except JobCancelledError as exc:
@@ -89,4 +102,5 @@ class JobTask(Task):  # type: ignore[misc]
         if isinstance(result, Continued):
             return result.detail  # the job goes on in other tasks, which end it
         report.succeed(result)
+        log.info("job %s (%s) succeeded in %d ms", job_id, self.name, report.elapsed_ms)
         return result

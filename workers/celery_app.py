@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from celery import Celery
 from celery.signals import worker_process_init
 
+from shared.logs import configure_logging
 from shared.queues import celery_config
 from shared.settings import Settings
 
 __all__ = ["app", "settings"]
 
 settings = Settings()
-logging.basicConfig(
-    level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-)
+configure_logging(settings.log_level, settings.log_format)
 
 app = Celery(
     "mapsvc",

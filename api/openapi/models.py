@@ -88,6 +88,7 @@ class Job(BaseModel):
     kind: str
     state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
     layer: str | None
+    request_id: str | None
     progress: float | None
     params: dict[str, Any]
     created: str | None

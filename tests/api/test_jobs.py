@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import time
 import uuid
@@ -253,3 +254,34 @@ def test_the_jobs_collection_refuses_bad_queries(
     assert r.status_code == 400
     assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
     assert client.get("/api-user/health").status_code == 200
+
+
+@pytest.mark.worker
+def test_a_job_carries_the_request_id_into_its_record_and_its_log_lines(
+    client: TestClient, worker: subprocess.Popen[bytes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    trace = f"trace-{uuid.uuid4().hex[:12]}"
+    r = client.get(
+        "/api-user/diag/probe?steps=1&delay_ms=1&async=1", headers={"X-Request-ID": trace}
+    )
+    assert r.headers["x-request-id"] == trace
+    job = wait_state(client, r.json()["id"])
+    assert job["state"] == "succeeded"
+    assert job["request_id"] == trace
+    logs = list(tmp_path_factory.getbasetemp().glob("worker*/worker.log"))
+    assert logs
+    deadline = time.monotonic() + 10
+    while True:  # the worker writes its lines as the job runs; read until they are there
+        lines = [
+            json.loads(line)
+            for log in logs
+            for line in log.read_text().splitlines()
+            if line.startswith("{")
+        ]
+        mine = [line for line in lines if line.get("job_id") == job["id"]]
+        if any("succeeded" in line["message"] for line in mine) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert any("started" in line["message"] for line in mine), mine
+    assert any("succeeded" in line["message"] for line in mine), mine
+    assert {line["request_id"] for line in mine} == {trace}
