@@ -101,7 +101,7 @@ def _access(settings: Settings) -> str:
         f"""
             proxy_buffering on;  # nginx keeps only what it buffers
             proxy_cache access;
-            proxy_cache_key "$access_style|$http_authorization|$access_query";
+            proxy_cache_key "$front_style|$http_authorization|$access_query";
             proxy_cache_valid 204 {ttl}s;
             proxy_cache_lock on;
             proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;"""
@@ -114,7 +114,7 @@ def _access(settings: Settings) -> str:
             if ($access_anonymous) {{
                 return 204;  # a public layer: nothing to ask
             }}
-            proxy_pass http://api/api-user/rtile/$access_style/access$access_query;
+            proxy_pass http://api/api-user/rtile/$front_style/access$access_query;
             proxy_pass_request_body off;
             # a directive here replaces the server's list: all of it again
             proxy_set_header Content-Length "";
@@ -247,11 +247,7 @@ http {{
         keyed "$http_authorization$arg_api_key";
         default "";
     }}
-    # the subrequest asking the API sees the tile's request line, not its captures
-    map $request_uri $access_style {{
-        "~^/(?:api-user|api/v1)/rtile/(?<astyle>{_STYLE})/" $astyle;
-        default "";
-    }}
+    # the subrequest asking the API: the key in the tile's query, if any
     map $request_uri $access_query {{
         "~[?](?<aquery>api_key=[A-Za-z0-9._~-]{{1,512}})$" "?$aquery";
         default "";
@@ -315,6 +311,7 @@ http {{
             }}
             error_page 418 401 403 500 502 503 504 = @api;
             error_page 429 = @rate_limited;
+            set $front_style $style;  # the subrequest sees the main request's variables
             limit_req zone=tiles burst={per_min} nodelay;
             limit_req zone=keys burst={per_min} nodelay;
             limit_req_status 429;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import shutil
 import subprocess
 import time
@@ -294,3 +295,21 @@ def test_with_the_api_down_cached_public_tiles_still_come_and_the_rest_is_a_json
             assert r.headers["content-type"] == "application/json"
             assert_error(r.json(), "unavailable")
             assert r.headers["retry-after"] == "5"
+
+
+def test_a_path_that_climbs_out_of_a_layer_is_checked_as_the_layer_it_lands_on(
+    keyed: tuple[str, str, Settings],
+) -> None:
+    base, api, settings = keyed
+    assert httpx.get(f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}", headers=AUTH).status_code == 200
+    other = _new_key(api, [RGB_ID])["key"]  # may read the RGB layer, not the mosaic
+    host, port = base.removeprefix("http://").split(":")
+    for climb in ("..", "%2e%2e", "%2E%2E"):
+        target = f"/api-user/rtile/{RGB_ID}/{climb}/{MOSAIC_ID}/en/8/72/110.png"
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", target, headers={"Authorization": f"Bearer {other}"})
+        answer = conn.getresponse()
+        body = answer.read()
+        conn.close()
+        assert answer.status != 200, climb  # never the mosaic's tile
+        assert not body.startswith(b"\x89PNG"), climb
