@@ -34,6 +34,9 @@ __all__ = ["ROUTES"]
 log = logging.getLogger("mapsvc.api")
 
 MVT = "application/vnd.mapbox-vector-tile"
+#: tiles are gzipped as they are sent: level 1 makes them 3x faster than 5 for 6% more bytes
+#: (measured on tiles of 50-850 kB of points), and that CPU is PostgreSQL's on a busy host
+GZIP_LEVEL = 1
 
 
 async def _layer(request: Request, refresh: bool = False) -> VectorLayer:
@@ -80,6 +83,12 @@ async def get_geojson(request: Request) -> Response:
     )
     if isinstance(answer, bytes):
         return Response(answer, media_type="application/geo+json", headers={"X-Cache": "HIT"})
+    if answer.in_memory:  # read whole: one body with its length, no stream to cap
+        try:
+            body = b"".join([chunk async for chunk in answer.body])
+        finally:
+            await answer.close()
+        return Response(body, media_type="application/geo+json", headers={"X-Cache": "MISS"})
     return _CappedStream(
         answer.body,
         max_s=settings.vector.geojson_max_s,
@@ -173,7 +182,9 @@ async def get_vtile(request: Request) -> Response:
         return Response(status_code=204, headers=headers)
     if "gzip" in request.headers.get("accept-encoding", ""):
         return Response(
-            gzip.compress(data, 5), media_type=MVT, headers={**headers, "Content-Encoding": "gzip"}
+            gzip.compress(data, GZIP_LEVEL),
+            media_type=MVT,
+            headers={**headers, "Content-Encoding": "gzip"},
         )
     return Response(data, media_type=MVT, headers=headers)
 

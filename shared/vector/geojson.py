@@ -56,6 +56,11 @@ class GeoJsonStream:
     page: GeoJsonPage
     body: AsyncGenerator[bytes, None]
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the whole page was read (it holds no connection): ``body`` only copies."""
+        return self.page.conn is None
+
     async def close(self) -> None:
         """Give the page's connection back; closing twice is harmless."""
         await self.page.close()

@@ -115,13 +115,48 @@ def test_views_and_tables_without_key(vc: TestClient) -> None:
 
 def test_debug_and_cache(vc: TestClient) -> None:
     debug = features(vc, "public.test_lines", "debug=1")
-    assert debug["debug"]["sql"].startswith("SELECT json_build_object")
+    assert debug["debug"]["sql"].startswith("""SELECT '{"type": "Feature", "id": '""")
     assert isinstance(debug["debug"]["ms"], int)
     first = vc.get(f"{URL}/public.test_lines?props=name")
     again = vc.get(f"{URL}/public.test_lines?props=name")
     assert (first.headers["x-cache"], again.headers["x-cache"]) == ("MISS", "HIT")
     assert again.json() == first.json()
     assert vc.get(f"{URL}/public.test_lines?props=name&nocache=1").headers["x-cache"] == "MISS"
+
+
+def test_features_are_what_postgis_makes_of_each_row(vc: TestClient, vector_tables: str) -> None:
+    """The feature text is put together in SQL: it parses to what json_build_object makes."""
+    body = features(vc, "public.countries", "nocache=1")
+    with psycopg.connect(pg(vector_tables)) as conn:
+        rows = conn.execute(
+            "SELECT json_build_object('type', 'Feature', 'id', t.id, 'geometry',"
+            " ST_AsGeoJSON(t.geom, 9)::json, 'properties', to_jsonb(t) - 'geom')"
+            " FROM public.countries t ORDER BY t.id"
+        ).fetchall()
+    assert body["features"] == [row[0] for row in rows]
+    lines = features(vc, "public.test_lines", "geom=0&props=name&nocache=1")["features"]
+    assert lines
+    assert all(f["geometry"] is None for f in lines)
+    assert all(set(f["properties"]) == {"name"} for f in lines)
+
+
+def test_a_page_larger_than_the_read_ahead_streams_the_same_features(
+    vc: TestClient, settings: Settings, vector_tables: str
+) -> None:
+    """Past the read-ahead, the page is read again through a cursor: the same answer."""
+    whole = features(vc, "public.countries", "nocache=1")
+    small = settings.model_copy(update={"geojson_buffer_bytes": 20_000})
+    with admin_client(create_app(small), raise_server_exceptions=False) as client:
+        streamed = features(client, "public.countries", "nocache=1")
+        past = features(client, "public.countries", "nocache=1&offset=500")
+        near = features(client, "public.test_points", "nocache=1&limit=5&offset=297")
+    assert streamed["features"] == whole["features"]
+    assert streamed["numberMatched"] == streamed["numberReturned"] == 177
+    assert (past["numberMatched"], past["numberReturned"]) == (177, 0)
+    assert (near["numberMatched"], near["numberReturned"]) == (POINTS, POINTS - 297)
+    # past the last page on the one-statement path too: the count comes from a query of its own
+    beyond = features(vc, "public.countries", "nocache=1&offset=500")
+    assert (beyond["numberMatched"], beyond["numberReturned"]) == (177, 0)
 
 
 def test_named_queries(settings: Settings, vector_tables: str, tmp_path: Path) -> None:

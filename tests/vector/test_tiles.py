@@ -108,6 +108,39 @@ def test_empty_tile_is_204_and_gzip_when_accepted(vc: TestClient) -> None:
     assert zipped.content == plain.content  # the client undid the gzip
     assert int(zipped.headers["content-length"]) < len(plain.content)
     assert gzip.decompress(gzip.compress(plain.content)) == plain.content
+    uncached = vc.get(
+        "/api-user/vtile/public.countries/0/0/0.pbf?nocache=1", headers={"Accept-Encoding": "gzip"}
+    )
+    assert (uncached.headers["content-encoding"], uncached.headers["x-cache"]) == ("gzip", "MISS")
+    assert uncached.content == plain.content
+
+
+def test_tiles_survive_dropped_database_connections(
+    settings: Settings, vector_tables: str, tmp_path: Path
+) -> None:
+    """The tile read pool pings nothing: a connection the server dropped is replaced."""
+    app_name = "mapsvc-test-read-pool"
+    dropping = settings.model_copy(
+        update={"database_url": f"{vector_tables}?application_name={app_name}"}
+    )
+    url = "/api-user/vtile/public.countries/1/0/0.pbf?nocache=1"
+    with admin_client(create_app(dropping)) as client:
+        before = client.get(url)
+        assert before.status_code == 200
+        with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+            dropped = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (app_name,),
+            ).fetchone()
+        assert dropped
+        assert dropped[0] >= 1
+        for _ in range(3):
+            after = client.get(url)
+            assert after.status_code == 200
+            assert after.content == before.content
+    names = {f["name"] for f in decode(after.content, 1, 0, 0, tmp_path, "public.countries")}
+    assert "Canada" in names
 
 
 def test_feature_limit_per_tile(settings: Settings, vector_tables: str, tmp_path: Path) -> None:
