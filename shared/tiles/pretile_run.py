@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,27 +211,50 @@ class PretileRunner:
     def _render_tiles(
         self, chunk: Chunk, job: PretileJob, store: TileStore, counts: dict[str, int]
     ) -> str | None:
-        """Render the chunk's tiles into ``counts``; the error that stopped it, if one did."""
+        """Render the chunk's tiles into ``counts``; the error that stopped it, if one did.
+
+        Each tile is stored by a writer thread while the next one renders: creating a file waits
+        on the file system (measured on the project machine: 0.7 ms a tile alone, 1.5 ms with a
+        second process writing: a tenth to a fifth of a render), and that wait need not hold the
+        render up. A tile counts once it is stored; the chunk ends when its last write has.
+        """
         variant = job.variant
         codec = self.encoding.codec(variant.format)
-        try:
-            for tile in chunk.tiles():
-                key = tile_key(job.style, job.lang, tile, variant)
-                if not job.refresh and store.exists(key):
-                    counts["skipped"] += 1
-                    continue
-                rendered = self.renderer.render_tile(
-                    job.style, job.lang, tile, codec, variant.scale
-                )
-                store.put(key, rendered.data)
+        writes: list[tuple[Future[str], bool]] = []
+        stored = 0  # writes known to have succeeded, in order (one writer: they end in order)
+        error: BaseException | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="pretile-store") as writer:
+            try:
+                for tile in chunk.tiles():
+                    key = tile_key(job.style, job.lang, tile, variant)
+                    if not job.refresh and store.exists(key):
+                        counts["skipped"] += 1
+                        continue
+                    rendered = self.renderer.render_tile(
+                        job.style, job.lang, tile, codec, variant.scale
+                    )
+                    writes.append((writer.submit(store.put, key, rendered.data), rendered.empty))
+                    while stored < len(writes) and writes[stored][0].done():
+                        if writes[stored][0].exception() is not None:
+                            break
+                        stored += 1
+                    if stored < len(writes) and writes[stored][0].done():
+                        break  # a write failed: the rest of the chunk is not rendered
+            except Exception as exc:  # noqa: BLE001 - reported below, once the writes are done
+                error = exc
+        # the writes are done (the executor waited): count what was stored
+        for write, empty in writes:
+            if write.exception() is None:
                 counts["rendered"] += 1
-                counts["empty"] += rendered.empty
-        except MapsvcError as exc:
-            return f"{_place(chunk)}: {exc.message}"
-        except Exception as exc:  # noqa: BLE001 - a chunk never stops the run; the job reports it
-            log.exception("pretile chunk %s failed", chunk)
-            return f"{_place(chunk)}: internal error {type(exc).__name__}"
-        return None
+                counts["empty"] += empty
+            elif error is None:
+                error = write.exception()
+        if error is None:
+            return None
+        if isinstance(error, MapsvcError):
+            return f"{_place(chunk)}: {error.message}"
+        log.error("pretile chunk %s failed", chunk, exc_info=error)
+        return f"{_place(chunk)}: internal error {type(error).__name__}"
 
     def _summary(self, job_id: str) -> dict[str, Any]:
         summary = self._counters(job_id).summary()
