@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -26,18 +26,6 @@ JOB_ID: ContextVar[str | None] = ContextVar("mapsvc_job_id", default=None)
 
 #: loggers that come with handlers of their own: their lines go through ours instead
 _OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "celery")
-
-
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """Lines to the standard error of the moment (a test may have swapped it)."""
-
-    @property
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _: Any) -> None:
-        pass
 
 
 class _Ids(logging.Filter):
@@ -72,10 +60,20 @@ class _Text(logging.Formatter):
         return f"{line} {' '.join(ids)}" if ids else line
 
 
-def configure_logging(level: str | int, log_format: LogFormat) -> None:
-    """One handler of ours on the root logger, on standard error, in ``log_format`` (a second
-    call replaces it); every logger's lines go through it (uvicorn's and Celery's too)."""
-    handler = _Stderr()
+_HANDLER_NAME = "mapsvc"
+
+
+def configure_logging(
+    level: str | int, log_format: LogFormat, stream: IO[str] | None = None
+) -> None:
+    """One handler of ours on the root logger, in ``log_format`` (a second call replaces it);
+    every logger's lines go through it (uvicorn's and Celery's too).
+
+    Lines go to ``stream``, by default the process's own standard error (``sys.__stderr__``:
+    Celery replaces ``sys.stderr`` in its workers with a proxy that logs what it is given).
+    """
+    handler = logging.StreamHandler(stream or sys.__stderr__)
+    handler.set_name(_HANDLER_NAME)
     handler.addFilter(_Ids())
     if log_format == "json":
         handler.setFormatter(
@@ -88,7 +86,7 @@ def configure_logging(level: str | int, log_format: LogFormat) -> None:
     else:
         handler.setFormatter(_Text("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
-    root.handlers = [h for h in root.handlers if not isinstance(h, _Stderr)] + [handler]
+    root.handlers = [h for h in root.handlers if h.get_name() != _HANDLER_NAME] + [handler]
     root.setLevel(level)
     for name in _OWN_HANDLERS:
         logger = logging.getLogger(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import setup_logging, worker_process_init
 
 from shared.logs import configure_logging
 from shared.queues import celery_config
@@ -26,6 +26,12 @@ app = Celery(
     ],
 )
 app.config_from_object(celery_config(settings))
+
+
+@setup_logging.connect
+def _logging(**_: Any) -> None:
+    # connected, Celery leaves logging to us: its own lines are in our format too
+    configure_logging(settings.log_level, settings.log_format)
 
 
 @worker_process_init.connect

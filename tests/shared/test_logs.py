@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -20,10 +21,12 @@ def restored() -> Iterator[None]:
     root.handlers, root.level = handlers, level
 
 
-def test_json_lines_carry_the_ids_of_their_context(
-    restored: None, capsys: pytest.CaptureFixture[str]
-) -> None:
-    configure_logging("INFO", "json")
+def test_json_lines_carry_the_ids_of_their_context(restored: None) -> None:
+    out = io.StringIO()
+    configure_logging("INFO", "json", out)
+    access = logging.getLogger("uvicorn.access")
+    level = access.level
+    access.setLevel(logging.INFO)  # a live server of another test may have set it
     log = logging.getLogger("mapsvc.test")
     log.info("outside")
     token = REQUEST_ID.set("req-1")
@@ -34,8 +37,9 @@ def test_json_lines_carry_the_ids_of_their_context(
         JOB_ID.reset(job)
     finally:
         REQUEST_ID.reset(token)
-    logging.getLogger("uvicorn.access").info("GET / 200")  # its own handlers are ours now
-    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    access.info("GET / 200")  # its own handlers are ours now
+    access.setLevel(level)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["message"] for line in lines] == [
         "outside",
         "in a request: tile",
@@ -52,10 +56,11 @@ def test_json_lines_carry_the_ids_of_their_context(
     assert {"time", "level", "logger", "message"} <= set(lines[3])
 
 
-def test_text_lines_when_asked(restored: None, capsys: pytest.CaptureFixture[str]) -> None:
-    configure_logging("INFO", "text")
+def test_text_lines_when_asked(restored: None) -> None:
+    out = io.StringIO()
+    configure_logging("INFO", "text", out)
     token = JOB_ID.set("job-9")
     logging.getLogger("mapsvc.test").info("plain")
     JOB_ID.reset(token)
-    line = capsys.readouterr().err.strip()
+    line = out.getvalue().strip()
     assert line.endswith(" INFO mapsvc.test plain job=job-9")
