@@ -9,12 +9,13 @@ import re
 import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -31,6 +32,7 @@ __all__ = [
     "load_average",
     "service_env",
     "start",
+    "WrkCase",
     "WrkResult",
     "wait_http",
     "wrk_rate",
@@ -211,6 +213,26 @@ class WrkResult:
     rate: float  # requests per second
     p50_ms: float
     p99_ms: float
+
+
+@dataclass
+class WrkCase:
+    """The passes of one measured case: its rate is the median pass's, its latencies the
+    medians of the passes'."""
+
+    name: str
+    passes: list[WrkResult] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(p.rate for p in self.passes)
+
+    def latency(self) -> tuple[float, float]:
+        """p50 and p99 (ms): the medians of each pass's."""
+        return (
+            statistics.median(p.p50_ms for p in self.passes),
+            statistics.median(p.p99_ms for p in self.passes),
+        )
 
 
 def _ms(text: str) -> float:

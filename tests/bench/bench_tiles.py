@@ -67,7 +67,7 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
-    WrkResult,
+    WrkCase,
     admin_key,
     auth_headers,
     auth_lines,
@@ -541,24 +541,6 @@ def header() -> str:
         f"{'case':44} {'tiles/s':>9} {'p50 ms':>8} {'p99 ms':>8}  {'ratio':>20}  {'goal':>16}"
         "  result"
     )
-
-
-@dataclass
-class WrkCase:
-    """The ``wrk`` passes of one case: tiles/s is the median pass, latencies their medians."""
-
-    name: str
-    passes: list[WrkResult] = field(default_factory=list)
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(p.rate for p in self.passes)
-
-    def latency(self) -> tuple[float, float]:
-        return (
-            statistics.median(p.p50_ms for p in self.passes),
-            statistics.median(p.p99_ms for p in self.passes),
-        )
 
 
 def measure_wrk(

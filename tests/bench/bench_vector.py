@@ -65,6 +65,8 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
+    WrkCase,
+    WrkResult,
     admin_key,
     auth_headers,
     auth_lines,
@@ -412,42 +414,14 @@ def postgis_pass(
 # --- the cases ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Measured:
-    """One measured pass: its rate and latency quantiles."""
-
-    rate: float
-    p50_ms: float
-    p99_ms: float
-
-
-def measured(result: Pass) -> Measured:
+def measured(result: Pass) -> WrkResult:
     """What a pass of the Python client (the PostGIS reference) measured, as wrk reports it."""
     cuts = statistics.quantiles(result.latencies_ms, n=100, method="inclusive")
-    return Measured(result.rate, cuts[49], cuts[98])
-
-
-@dataclass
-class Case:
-    """The passes of one measured case, and its summary (medians over the passes)."""
-
-    name: str
-    passes: list[Measured] = field(default_factory=list)
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(p.rate for p in self.passes)
-
-    def latency(self) -> tuple[float, float]:
-        """p50 and p99 (ms): the medians of each pass's."""
-        return (
-            statistics.median(p.p50_ms for p in self.passes),
-            statistics.median(p.p99_ms for p in self.passes),
-        )
+    return WrkResult(result.rate, cuts[49], cuts[98])
 
 
 def measure(
-    cases: Sequence[tuple[Case, Callable[[], Measured]]], passes: int, deadline: Deadline
+    cases: Sequence[tuple[WrkCase, Callable[[], WrkResult]]], passes: int, deadline: Deadline
 ) -> None:
     """``passes`` rounds over the cases in turn, so that drift of the machine hits all alike."""
     for i in range(passes):
@@ -464,12 +438,12 @@ def measure(
 
 def wrk_pass(
     urls: Sequence[str], args: argparse.Namespace, headers: dict[str, str], seconds: int
-) -> Measured:
+) -> WrkResult:
     """One wrk run over ``urls`` (cycled), ``Accept-Encoding: gzip`` and ``headers`` sent."""
     first = urlsplit(urls[0])
     base = f"{first.scheme}://{first.netloc}"
     paths = [urlsplit(u)._replace(scheme="", netloc="").geturl() for u in urls]
-    done = wrk_rate(
+    return wrk_rate(
         base,
         paths,
         headers={"Accept-Encoding": "gzip", **headers},
@@ -477,7 +451,6 @@ def wrk_pass(
         connections=args.concurrency,
         threads=args.wrk_threads,
     )
-    return Measured(done.rate, done.p50_ms, done.p99_ms)
 
 
 # --- tipg --------------------------------------------------------------------------------------
@@ -760,10 +733,10 @@ class LayerRun:
 
     layer: str
     tiles: list[Tile]
-    tipg: Case
-    uncached: Case
-    cached: Case
-    postgis: Case
+    tipg: WrkCase
+    uncached: WrkCase
+    cached: WrkCase
+    postgis: WrkCase
     target: float  # of uncached tiles/s over tipg's
     check: dict[str, Pass]  # the warm-up passes, with decoded features
 
@@ -895,10 +868,10 @@ def bench_layer(
     run = LayerRun(
         layer,
         tiles,
-        Case(f"tipg --workers {args.workers}"),
-        Case("mapsvc uncached (nocache=1)"),
-        Case("mapsvc cached (HIT)"),
-        Case("PostGIS alone (same SQL, no HTTP)"),
+        WrkCase(f"tipg --workers {args.workers}"),
+        WrkCase("mapsvc uncached (nocache=1)"),
+        WrkCase("mapsvc cached (HIT)"),
+        WrkCase("PostGIS alone (same SQL, no HTTP)"),
         target,
         check,
     )
