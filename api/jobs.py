@@ -92,7 +92,7 @@ def _check_access(record: JobRecord, principal: Principal) -> None:
 #: the states of a job descriptor
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 #: the most jobs one listing looks at (newest or oldest first), whatever it selects
-MAX_JOBS_SCANNED = 5000
+MAX_JOBS_SCANNED = 2000
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,10 @@ class JobQuery:
     limit: int = 50
     offset: int = 0
 
-    def selects(self, record: JobRecord, state: str) -> bool:
-        """Whether the job (its record, its state now) is one the query asks for."""
-        return (
-            (self.kind is None or record.kind == self.kind)
-            and (self.state is None or state == self.state)
-            and (self.layer is None or record.layer == self.layer)
+    def matches(self, record: JobRecord) -> bool:
+        """Whether the job's kind and layer are those the query asks for (its state aside)."""
+        return (self.kind is None or record.kind == self.kind) and (
+            self.layer is None or record.layer == self.layer
         )
 
 
@@ -290,11 +288,12 @@ class JobService:
         ids = self.store.job_ids(start, count, newest_first=query.newest_first)
         selected = []
         for job_id in ids:
-            try:
-                record, state = self._settled(job_id)
-            except NotFoundError:
-                continue  # expired since it was listed
-            if _allowed(record, principal) and query.selects(record, state):
+            record = self.store.get(job_id)
+            # the record's own fields first: Celery is asked only about jobs still in question
+            if record is None or not (_allowed(record, principal) and query.matches(record)):
+                continue  # expired since it was listed, another's, or not asked for
+            record, state = self._state_of(record)
+            if query.state is None or state == query.state:
                 selected.append((record, state))
         return selected, len(ids)
 
@@ -310,9 +309,13 @@ class JobService:
         record = self.store.get(job_id)
         if record is None:
             raise NotFoundError(f"no job {job_id}", job_id=job_id)
+        return self._state_of(record)
+
+    def _state_of(self, record: JobRecord) -> tuple[JobRecord, str]:
+        """The record (settled) and state of a job (see :meth:`_settled`)."""
         if record.outcome is not None:
             return record, record.outcome
-        result = AsyncResult(job_id, app=self.celery)
+        result = AsyncResult(record.id, app=self.celery)
         celery_state = result.state
         failure = None
         if celery_state == "FAILURE":
