@@ -91,8 +91,8 @@ def _render_tile(
     except MapsvcError as exc:
         print(f"render-tile: {exc.message}", file=sys.stderr)
         return 2
-    out.write_bytes(rendered.png)
-    print(f"{out}: {len(rendered.png)} bytes{' (empty)' if rendered.empty else ''}")
+    out.write_bytes(rendered.data)
+    print(f"{out}: {len(rendered.data)} bytes{' (empty)' if rendered.empty else ''}")
     return 0
 
 

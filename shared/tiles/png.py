@@ -17,11 +17,6 @@ class Rendered:
     data: bytes
     empty: bool
 
-    @property
-    def png(self) -> bytes:
-        """The bytes under their former name, for callers that render PNG (``render-tile``)."""
-        return self.data
-
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

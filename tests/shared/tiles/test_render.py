@@ -66,8 +66,8 @@ def colour(pixels: np.ndarray, rgb: tuple[int, int, int]) -> np.ndarray:
 def test_a_tile_has_the_rasters_pixels_and_nodata_is_transparent(renderer: TileRenderer) -> None:
     rendered = renderer.render_tile(STYLE, "en", TILE)
 
-    pixels = decode(rendered.png)
-    assert rendered.png.startswith(b"\x89PNG")
+    pixels = decode(rendered.data)
+    assert rendered.data.startswith(b"\x89PNG")
     assert not rendered.empty
     assert pixels.shape == (4, 256, 256)
     assert (pixels[3, :64] == 0).all()  # the nodata rows
@@ -77,7 +77,7 @@ def test_a_tile_has_the_rasters_pixels_and_nodata_is_transparent(renderer: TileR
 
 def test_a_deeper_tile_is_the_rasters_quarter_scaled_up(renderer: TileRenderer) -> None:
     # zoom 3, the south-west quarter of TILE: all red, 128 raster pixels over 256
-    pixels = decode(renderer.render_tile(STYLE, "en", TileAddress(3, 2, 3)).png)
+    pixels = decode(renderer.render_tile(STYLE, "en", TileAddress(3, 2, 3)).data)
 
     assert colour(pixels[:, :250, :250], RED).all()
 
@@ -86,11 +86,11 @@ def test_a_tile_beside_the_raster_is_empty(renderer: TileRenderer) -> None:
     rendered = renderer.render_tile(STYLE, "en", TileAddress(2, 2, 1))
 
     assert rendered.empty
-    assert not decode(rendered.png)[3].any()
+    assert not decode(rendered.data)[3].any()
 
 
 def test_a_changed_style_is_loaded_again(renderer: TileRenderer, tmp_path: Path) -> None:
-    assert colour(decode(renderer.render_tile(STYLE, "en", TILE).png), RED).any()
+    assert colour(decode(renderer.render_tile(STYLE, "en", TILE).data), RED).any()
     blue = np.broadcast_to(np.array(BLUE, np.uint8)[:, None, None], (3, 256, 256)).copy()
     source = write_raster(tmp_path / "raster" / "blue.tif", blue, TILE.bounds_3857(), nodata=0)
     write_style(tmp_path, source)
@@ -98,7 +98,7 @@ def test_a_changed_style_is_loaded_again(renderer: TileRenderer, tmp_path: Path)
     later = os.stat(xml).st_mtime_ns + 10**9
     os.utime(xml, ns=(later, later))
 
-    pixels = decode(renderer.render_tile(STYLE, "en", TILE).png)
+    pixels = decode(renderer.render_tile(STYLE, "en", TILE).data)
 
     assert colour(pixels[:, 2:-2, 2:-2], BLUE).all()
 
