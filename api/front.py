@@ -34,8 +34,9 @@ from shared.settings import LANG_PATTERN, Settings
 __all__ = [
     "front_argv",
     "front_enabled",
+    "http_basics",
     "nginx_config",
-    "worker_user",
+    "nginx_main",
     "write_front_config",
 ]
 
@@ -88,7 +89,7 @@ def _cors(settings: Settings) -> str:
     )
 
 
-def worker_user() -> str:
+def _worker_user() -> str:
     """nginx's ``user`` line: started as root, its workers would run as nobody, who may not read
     the tile cache (tiles are written 0600), so they run as the user that runs mapsvc."""
     return f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
@@ -143,7 +144,6 @@ def _vector(settings: Settings) -> str:
     )
     return f"""
         location ~ "{_VTILE}" {{
-            set $vcache "$plain$vpublic";
             limit_req zone=tiles burst={settings.auth.rate_tiles_per_min} nodelay;
             limit_req_status 429;
             error_page 429 = @rate_limited;
@@ -166,26 +166,20 @@ def _vector(settings: Settings) -> str:
 """
 
 
-def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
-    """The nginx configuration of the front.
-
-    Args:
-        settings: listen address and port, tile cache, public layers, limits.
-        backend: ``host:port`` of the API.
-        run_dir: where nginx keeps its pid, log and temporary files.
-    """
-    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
-    per_min = settings.auth.rate_tiles_per_min
-    stream_s = int(settings.jobs.sse_max_duration_s) + 60
-    retry_s = max(1, math.ceil(60 / per_min))
-    return f"""# made by mapsvc (api/front.py); changes are lost on the next start
-{worker_user()}worker_processes auto;
-pid {run_dir}/nginx.pid;
-error_log {run_dir}/nginx-error.log warn;
+def nginx_main(run_dir: Path, name: str) -> str:
+    """The lines of an nginx configuration before ``http``: workers, and ``<name>.pid`` and
+    ``<name>-error.log`` in ``run_dir`` (the front's; also the benchmark's plain nginx)."""
+    return f"""{_worker_user()}worker_processes auto;
+pid {run_dir}/{name}.pid;
+error_log {run_dir}/{name}-error.log warn;
 events {{ worker_connections 4096; }}
+"""
 
-http {{
-    access_log off;
+
+def http_basics(run_dir: Path) -> str:
+    """The first lines of ``http``: files sent as fast as nginx can, the tile formats' types,
+    temporary files in ``run_dir``."""
+    return f"""    access_log off;
     server_tokens off;
     sendfile on;
     tcp_nopush on;
@@ -200,7 +194,25 @@ http {{
     proxy_temp_path {run_dir}/proxy;
     fastcgi_temp_path {run_dir}/fastcgi;
     uwsgi_temp_path {run_dir}/uwsgi;
-    scgi_temp_path {run_dir}/scgi;
+    scgi_temp_path {run_dir}/scgi;"""
+
+
+def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
+    """The nginx configuration of the front.
+
+    Args:
+        settings: listen address and port, tile cache, public layers, limits.
+        backend: ``host:port`` of the API.
+        run_dir: where nginx keeps its pid, log and temporary files.
+    """
+    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
+    per_min = settings.auth.rate_tiles_per_min
+    stream_s = int(settings.jobs.sse_max_duration_s) + 60
+    retry_s = max(1, math.ceil(60 / per_min))
+    return f"""# made by mapsvc (api/front.py); changes are lost on the next start
+{nginx_main(run_dir, "nginx")}
+http {{
+{http_basics(run_dir)}
     # the API's yes per credential and style; vector tiles of public layers (both 0700)
     proxy_cache_path {run_dir}/access levels=1:2 keys_zone=access:4m max_size=64m
                      inactive=10m use_temp_path=off;
@@ -219,10 +231,6 @@ http {{
         "~^none[|]." keyed;
         "key|" keyed;
         default other;
-    }}
-    map "$args$http_authorization" $plain {{
-        "" 1;
-        default 0;
     }}
     map $style $public {{
 {_public_map(settings)}
@@ -264,8 +272,8 @@ http {{
         "" {settings.default_lang};
         default $lang;
     }}
-    map $vcache $vskip {{
-        "11" "";
+    map "$caller:$vpublic" $vskip {{
+        "anonymous:1" "";
         default 1;
     }}
     map $http_accept_encoding $gzip_ok {{

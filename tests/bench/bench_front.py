@@ -30,7 +30,7 @@ import rasterio
 from rasterio.warp import transform_bounds
 from sqlalchemy import create_engine
 
-from api.front import front_argv, worker_user, write_front_config
+from api.front import front_argv, http_basics, nginx_main, write_front_config
 from shared.demo import load_countries
 from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer
@@ -54,21 +54,9 @@ PRIVATE = "private/RGB.byte.tif"  # the same scene as a layer that is not public
 COUNTRIES = "public.countries"
 
 _PLAIN_NGINX = """
-{user}worker_processes auto;
-pid {run}/plain.pid;
-error_log {run}/plain-error.log warn;
-events {{ worker_connections 4096; }}
+{main}
 http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    types {{ image/png png; }}
-    client_body_temp_path {run}/body;
-    proxy_temp_path {run}/proxy;
-    fastcgi_temp_path {run}/fastcgi;
-    uwsgi_temp_path {run}/uwsgi;
-    scgi_temp_path {run}/scgi;
+{basics}
     server {{
         listen 127.0.0.1:{port};
         location /api-user/rtile/ {{ alias {tiles}/; }}
@@ -161,7 +149,12 @@ def main() -> int:
         front = start(stack, "front", front_argv(front_conf), work / "front.log", env, ROOT)
         plain_conf = run / "plain.conf"
         plain_conf.write_text(
-            _PLAIN_NGINX.format(user=worker_user(), run=run, port=plain, tiles=settings.dirs.rtile)
+            _PLAIN_NGINX.format(
+                main=nginx_main(run, "plain"),
+                basics=http_basics(run),
+                port=plain,
+                tiles=settings.dirs.rtile,
+            )
         )
         plain_argv = ["nginx", "-c", str(plain_conf), "-g", "daemon off;"]
         reference = start(stack, "nginx", plain_argv, work / "plain.log", env, ROOT)
