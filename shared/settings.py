@@ -62,6 +62,23 @@ def split_commas(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)$")
+
+
+def host_port(value: str | None) -> str | None:
+    """``<host>:<port>`` (a name, an IPv4 address or a bracketed IPv6 one), stripped; None stays.
+
+    Raises:
+        ValueError: anything else (it is written into a configuration: nginx's, gRPC's).
+    """
+    if value is None:
+        return None
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected <ip>:<port>, got {value!r}")
+    return value.strip()
+
+
 class Concern(BaseSettings):
     """The settings of one concern: variables ``<env_prefix><FIELD>``, frozen once read.
 
@@ -398,15 +415,7 @@ class ConvertSettings(Concern):
         description="Convert calls that may wait for one of the 10 workers; more are refused",
     )
 
-    @field_validator("server_address")
-    @classmethod
-    def _check_address(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        host, sep, port = value.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"expected <ip>:<port>, got {value!r}")
-        return value.strip()
+    _check_address = field_validator("server_address")(host_port)
 
 
 class UploadSettings(Concern):
@@ -580,6 +589,7 @@ class Settings(Concern):
         description="host:port of the API that `mapsvc front` passes to "
         "(default 127.0.0.1:MAPSVC_BACKEND_PORT; `api:8000` in compose.yaml)",
     )
+    _check_backend = field_validator("front_backend")(host_port)
     backend_port: int = Field(
         default=8001,
         ge=1,

@@ -198,6 +198,10 @@ def test_debug_gives_bbound_and_a_command_that_renders_the_same_png(
             "invalid-input",
         ),
         (f"/api-user/rtile/{RGB_ID}/en/3/0/0.png?isS3=1", 503, "unavailable"),
+        # the front's access route: a name that is no style, a style that does not exist
+        ("/api-user/rtile/a.b/access", 400, "invalid-input"),
+        (f"/api-user/rtile/{'x' * 300}/access", 400, "invalid-input"),
+        (f"/api-user/rtile/{encode_id('nope.tif')}/access", 404, "not-found"),
     ],
 )
 def test_bad_tile_requests(tc: TestClient, path: str, status: int, code: str) -> None:
