@@ -36,9 +36,8 @@ def _image(
     tile_format: TileFormat,
     cache: str,
     max_age: int,
-    etag: str | None = None,
+    etag: str,
 ) -> Response:
-    etag = etag or etag_of(data)
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
     if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
         return Response(status_code=304, headers=headers)
@@ -64,7 +63,8 @@ async def _bbox_render(
     area = RenderArea(bbox, width, height, srs.lower(), variant.scale)
     codec = Encoding.from_settings(tiles).codec(variant.format)
     rendered = await svc.tiles.pool.render(style, lang, area, codec)
-    return _image(request, rendered.data, variant.format, "MISS", tiles.tile_max_age_s)
+    data, max_age = rendered.data, tiles.tile_max_age_s
+    return _image(request, data, variant.format, "MISS", max_age, etag_of(data))
 
 
 async def get_tile(request: Request) -> Response:
