@@ -234,6 +234,9 @@ class PretileResult(_Body):
     zooms: list[dict[str, Any]]
     rendered: int
     skipped: int
+    workers: dict[str, dict[str, int]] = Field(
+        description="Per worker (its Celery name): the chunks it did and the tiles it rendered"
+    )
 
 
 class SpeedTest(_Body):

@@ -244,18 +244,24 @@ class PretileCounters:
         field = f"attempt:{chunk.z}:{chunk.x0}:{chunk.y0}"
         return int(self._attempt(keys=[self.key], args=[field, self.ttl_s]))
 
-    def add(self, chunk: Chunk, counts: dict[str, int], error: str | None = None) -> bool:
+    def add(
+        self, chunk: Chunk, counts: dict[str, int], error: str | None = None, worker: str = ""
+    ) -> bool:
         """Add what one chunk did (``rendered``, ``skipped``, ``empty``, ``cancelled``), once.
 
         A chunk counts once, however often it runs (a chunk whose worker died is delivered
         again, and a plan whose worker died is sent again): in one atomic step. Its tiles,
-        cancelled ones too, count towards the end of the run; the summary counts the rest.
+        cancelled ones too, count towards the end of the run; the summary counts the rest,
+        and, when ``worker`` names the worker that did the chunk, what each worker did.
 
         Returns:
             Whether this chunk completed the run (every tile of the plan accounted for).
         """
         fields = [f"z:{chunk.z}:{name}" for name in _COUNTS]
         values = [counts.get(name, 0) for name in _COUNTS]
+        if worker:
+            fields += [f"worker:{worker}:chunks", f"worker:{worker}:rendered"]
+            values += [1, counts.get("rendered", 0)]
         if error is not None:
             fields.append(f"z:{chunk.z}:errors")
             values.append(1)
@@ -290,9 +296,15 @@ class PretileCounters:
             counts = {n: int(data.get(f"z:{z}:{n}", 0)) for n in (*_COUNTS, "errors")}
             zooms.append({"zoom": z, "tiles": entry["tiles"], **counts})
         done = sum(z["rendered"] + z["skipped"] for z in zooms)
+        workers: dict[str, dict[str, int]] = {}
+        for field, value in data.items():
+            if field.startswith("worker:"):
+                name, count = field[len("worker:") :].rsplit(":", 1)
+                workers.setdefault(name, {"chunks": 0, "rendered": 0})[count] = int(value)
         return {
             "plan": plan,
             "zooms": zooms,
+            "workers": dict(sorted(workers.items())),
             "rendered": sum(z["rendered"] for z in zooms),
             "skipped": sum(z["skipped"] for z in zooms),
             "empty": sum(z["empty"] for z in zooms),

@@ -183,8 +183,11 @@ class PretileRunner:
             sent_tiles += sum(c.size for c in batch)
             send_next(bounds, plan, start + len(batch), sent_tiles)
 
-    def render(self, job: PretileJob, chunk: Chunk) -> None:
-        """Render the tiles of one chunk not cached yet (all with ``refresh``); count them."""
+    def render(self, job: PretileJob, chunk: Chunk, worker: str = "") -> None:
+        """Render the tiles of one chunk not cached yet (all with ``refresh``); count them.
+
+        ``worker`` names the worker doing it (its Celery name): the summary says what each did.
+        """
         job_id = job.job_id
         store, counters = self.stores.pick(job.s3), self._counters(job_id)
         report = JobReporter.of_running_job(self.store, job_id)
@@ -200,7 +203,7 @@ class PretileRunner:
                 error = f"{_place(chunk)}: its worker process died every time"
             else:
                 error = self._render_tiles(chunk, job, store, counts)
-        last = counters.add(chunk, counts, error)
+        last = counters.add(chunk, counts, error, worker)
         if not counts["cancelled"]:
             text, progress = counters.progress_line(chunk.z)
             with contextlib.suppress(JobCancelledError):  # the chunks left see the flag too

@@ -91,6 +91,9 @@ def test_pretile_renders_every_planned_tile_then_skips_them(
     assert result["seconds"] > 0
     assert stored_tiles(settings, scene) == expected
     lines = job_lines(rdb, r.headers["x-job-id"])
+    # the one worker of the tests did every chunk the run announced
+    chunks = next(int(line.split()[1]) for line in lines if line.startswith("Chunks: "))
+    assert list(result["workers"].values()) == [{"chunks": chunks, "rendered": 82}]
     assert lines[-1] == "Finish:success"
     progress = [
         line

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from celery import Task
+
 from shared.jobs import Continued, JobReporter
 from shared.tiles.encoding import Encoding
 from shared.tiles.formats import TileVariant
@@ -100,8 +102,11 @@ def send_chunks(
     )
 
 
-@app.task(name="tiles.chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@app.task(
+    bind=True, name="tiles.chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
 def render_chunk(
+    self: Task,
     job_id: str,
     style: str,
     lang: str,
@@ -116,7 +121,7 @@ def render_chunk(
 ) -> None:
     """Render the tiles of one chunk that are not cached yet (all of them with ``refresh``)."""
     job = PretileJob(job_id, style, lang, refresh, s3, TileVariant.from_name(variant))
-    _runner().render(job, Chunk(z, x0, y0, x1, y1))
+    _runner().render(job, Chunk(z, x0, y0, x1, y1), self.request.hostname or "")
 
 
 @app.task(base=JobTask, name="tiles.speed_test")
