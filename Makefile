@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean protos bench stress
+.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,9 +47,15 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_vector && \
 	$(BIN)/python -m tests.bench.bench_front && \
 	$(BIN)/python -m tests.bench.bench_zooms && \
-	$(BIN)/python -m tests.bench.bench_zooms --size 50000 --only after --tiles 8
+	$(BIN)/python -m tests.bench.bench_zooms --size 50000 --only after --tiles 8 && \
+	$(BIN)/python -m tests.bench.bench_hosts
 	@echo; echo "=== make bench: every goal, this run, this machine ($$(nproc) CPUs) ==="
 	@cat $(BENCH_SUMMARY)
+
+# pre-tiling by workers on two hosts (network namespaces, as root) against one host
+bench-hosts: setup
+	bash deploy/services.sh --test-tools
+	$(BIN)/python -m tests.bench.bench_hosts $(BENCH_ARGS)
 
 # the service under hostile load (wrk, SSE streams, slow readers): probes answer in 5 s, no 500
 stress: setup
