@@ -135,6 +135,7 @@ RULES: dict[str, Rule] = {
     "get_vtile": _read("layer"),
     "get_geojson": _read("layer"),
     "get_datasource": _read("layer"),
+    "list_datasources": Rule(None),  # anonymous callers: the public layers
     # reading data and calling providers
     "get_raster_list": Rule("reader"),
     "get_raster_stat": Rule("reader", layer=_param("id")),

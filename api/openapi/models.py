@@ -16,6 +16,7 @@ from api.openapi import auth_models
 
 __all__ = [
     "CacheDropped",
+    "CatalogueEntry",
     "CompressResult",
     "CompressedFile",
     "ElevationLocation",
@@ -47,6 +48,7 @@ __all__ = [
     "SseEvent",
     "TileDebug",
     "TileJson",
+    "VectorCatalogue",
     "VectorLayerEntry",
     "Weather",
     "components",
@@ -279,6 +281,24 @@ class VectorLayerEntry(_Body):
     count: int
 
 
+class CatalogueEntry(_Body):
+    """A vector layer in the catalogue."""
+
+    id: str
+    geometry_type: str = Field(description="As PostGIS names it: POINT, MULTIPOLYGON, …")
+    count: int = Field(description="Features (estimated above 100000 rows)")
+    bounds: list[float] = Field(description="west, south, east, north in degrees")
+    minzoom: int
+    maxzoom: int
+    tilejson: str = Field(description="URL of the layer's TileJSON (gis-datasource/<id>)")
+
+
+class VectorCatalogue(_Body):
+    """The vector layers a caller may read."""
+
+    layers: list[CatalogueEntry]
+
+
 class TileJson(_Body):
     """A vector layer as TileJSON 3.0.0 (spec 2.5)."""
 
@@ -371,6 +391,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     FeatureCollection,
     Feature,
     TileJson,
+    VectorCatalogue,
     CacheDropped,
     ReverseGeocode,
     Weather,

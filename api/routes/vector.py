@@ -1,4 +1,4 @@
-"""Vector data: GeoJSON (spec 4.8), the layer's TileJSON (4.9) and its vector tiles."""
+"""Vector data: GeoJSON (spec 4.8), the catalogue, a layer's TileJSON (4.9), its vector tiles."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import gzip
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
@@ -15,6 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from api.access import visible_layers
 from api.links import absolute_url, api_prefix, link, route_path
 from api.params import bbox_param, flag, int_param
 from api.services import services
@@ -134,6 +136,34 @@ class _CappedStream(StreamingResponse):
             await self.on_close()
 
 
+async def list_datasources(request: Request) -> JSONResponse:
+    """The catalogue: every vector layer the caller may read, with its TileJSON's URL.
+
+    Anonymous callers see the public layers (``MAPSVC_PUBLIC_LAYERS``), others those their
+    role and layer grants allow, as raster listings do.
+    """
+    svc = services(request)
+    layers = await svc.vector.layers(svc.db, refresh=flag(request, "nocache"))
+    visible = visible_layers(request, sorted(layers))
+    base = absolute_url(request, f"{api_prefix(request)}/gis-datasource/")
+    return JSONResponse(
+        {
+            "layers": [
+                {
+                    "id": layer.id,
+                    "geometry_type": layer.geometry_type,
+                    "count": layer.count,
+                    "bounds": layer.bounds,
+                    "minzoom": layer.minzoom,
+                    "maxzoom": layer.maxzoom,
+                    "tilejson": base + quote(layer.id, safe=""),
+                }
+                for layer in (layers[name] for name in visible)
+            ]
+        }
+    )
+
+
 async def get_datasource(request: Request) -> JSONResponse:
     """The layer as TileJSON 3.0.0 (spec 2.5), its ``tiles`` the vector tile endpoint.
 
@@ -198,6 +228,7 @@ async def delete_vtile_cache(request: Request) -> JSONResponse:
 
 ROUTES = [
     Route("/geojson/{layer}", get_geojson, methods=["GET"], name="get_geojson"),
+    Route("/gis-datasource", list_datasources, methods=["GET"], name="list_datasources"),
     Route("/gis-datasource/{layer}", get_datasource, methods=["GET"], name="get_datasource"),
     Route("/vtile/{layer}/{z}/{x}/{y}.pbf", get_vtile, methods=["GET"], name="get_vtile"),
     Route(

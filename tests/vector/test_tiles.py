@@ -75,6 +75,34 @@ def test_tilejson(vc: TestClient) -> None:
     assert vc.get("/api-user/gis-datasource/private.secret").status_code == 404
 
 
+def test_catalogue_lists_the_layers_with_their_tilejson(vc: TestClient, settings: Settings) -> None:
+    r = vc.get("/api-user/gis-datasource")
+    assert r.status_code == 200, r.text
+    layers = {layer["id"]: layer for layer in r.json()["layers"]}
+    assert list(layers) == sorted(layers)
+    assert {"public.countries", "public.test_points", "public.big_countries"} <= set(layers)
+    countries = layers["public.countries"]
+    assert countries["geometry_type"] == "MULTIPOLYGON"
+    assert countries["count"] == 177
+    assert countries["bounds"] == pytest.approx([-180, -90, 180, 83.6451], abs=1e-3)
+    assert layers["public.test_points"]["geometry_type"] == "POINT"
+    assert layers["public.test_points"]["count"] == 300
+    # each entry's TileJSON URL answers that layer's TileJSON
+    for layer in ("public.countries", "public.test_points"):
+        url = layers[layer]["tilejson"]
+        assert url == f"http://testserver/api-user/gis-datasource/{layer}"
+        assert vc.get(url).json()["id"] == layer
+    # anonymous callers see the public layers only; a reader with a grant, its layers
+    public = settings.model_copy(update={"public_layers": "public.test_points"})
+    with TestClient(create_app(public), raise_server_exceptions=False) as anon:
+        r = anon.get("/api-user/gis-datasource")
+        assert r.status_code == 200, r.text
+        assert [layer["id"] for layer in r.json()["layers"]] == ["public.test_points"]
+        bad = anon.get("/api-user/gis-datasource", headers={"Authorization": "Bearer nope"})
+        assert bad.status_code == 401
+        assert_error(bad.json(), "invalid-token")
+
+
 def test_countries_tile(vc: TestClient, tmp_path: Path) -> None:
     r = vc.get("/api-user/vtile/public.countries/1/0/0.pbf")
     assert r.status_code == 200

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.openapi.models import CacheDropped, FeatureCollection, TileJson, ref
+from api.openapi.models import CacheDropped, FeatureCollection, TileJson, VectorCatalogue, ref
 from api.openapi.operation import Operation, binary, content, json_body
 from api.openapi.parameters import (
     NOCACHE,
@@ -38,6 +38,13 @@ def operations(max_features: int) -> dict[str, Operation]:
             ],
             {"200": content("application/geo+json", ref(FeatureCollection), "The features")},
             [404, 422],
+        ),
+        "list_datasources": Operation(
+            "The vector layers the caller may read (anonymous: the public ones)",
+            "vector",
+            [NOCACHE],
+            {"200": json_body(VectorCatalogue, "The layers, by id")},
+            [],
         ),
         "get_datasource": Operation(
             "A vector layer as TileJSON 3.0.0 (spec 2.5, 4.9)",
