@@ -126,6 +126,11 @@ RULES: dict[str, Rule] = {
     "get_authorize": Rule(None),
     "post_authorize": Rule(None),
     "post_login": Rule(None),
+    # the web pages: open, each page asks for credentials itself (api.routes.web)
+    "get_front": Rule(None),
+    "get_viewer": Rule(None),
+    "get_api_docs": Rule(None),
+    "get_web_asset": Rule(None),
     # reading layers: public layers answer without credentials
     "get_tile": _read("style"),
     "get_tile_nolang": _read("style"),
@@ -162,6 +167,7 @@ RULES: dict[str, Rule] = {
     "get_probe": Rule("operator"),
     "delete_vtile_cache": Rule("operator", layer=_param("layer")),
     "get_events": Rule("operator"),
+    "get_metrics": Rule("operator"),  # /metrics, at the root (api.metrics)
     # users, keys, OAuth clients
     **{
         name: Rule("admin")

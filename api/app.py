@@ -17,11 +17,14 @@ from api.authn import AuthenticationMiddleware, Authenticator, auth_engine
 from api.cors import cors_middleware
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
+from api.metrics import ROUTES as METRICS_ROUTES
+from api.metrics import MetricsMiddleware
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
 from api.quotas import QuotaMiddleware
 from api.routes import ROOT_ROUTES, ROUTES
 from api.services import Services
+from shared import metrics
 from shared.auth.migrate import upgrade
 from shared.auth.tokens import signing_keys
 from shared.convert.client import convert_client
@@ -30,6 +33,7 @@ from shared.logs import configure_logging
 from shared.providers.dem import DemCatalog
 from shared.providers.proxy import ProxyPolicy, make_proxy_client
 from shared.providers.upstream import Upstream, make_http_client
+from shared.raster.store import raster_store, set_gdal_environment
 from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
 from shared.tiles.pool import RenderLimits, RenderPool
@@ -53,6 +57,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
     settings.ensure_work_dir()
     configure_logging(settings.log_level, settings.log_format)
+    # GDAL reads a raster bucket with the AWS_* options of the process's environment
+    set_gdal_environment(settings, os.environ)
+    if not metrics.exported(settings):
+        log.warning(
+            "this process's metrics are not in /metrics: %s is not %s/<host> (start the API"
+            " with `mapsvc serve` or `mapsvc up`)",
+            metrics.ENV,
+            metrics.metrics_root(settings),
+        )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,8 +106,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             jobs=JobService(settings, JobStore(sync_redis, settings), aredis, celery),
             convert=convert_client(settings),
             render_pool=render_pool,
-            tiles=TileService(mapnik_dir, render_pool),
+            tiles=TileService(mapnik_dir, render_pool, count_zoom=settings.metrics.tile_zoom),
             tile_stores=tile_stores(settings),
+            rasters=raster_store(settings),
             http=http,
             upstream=Upstream.from_settings(http, aredis, settings),
             dem=DemCatalog(settings.dirs.dem),
@@ -117,6 +131,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 warming.cancel()
             built.render_pool.close()
             built.tile_stores.close()
+            built.rasters.close()
             if built.convert is not None:
                 await built.convert.close()
             built.celery.close()
@@ -126,14 +141,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
             auth_db.dispose()
             await built.aredis.aclose()
             built.redis.close()
+            metrics.mark_process_dead()
 
     app = Starlette(
         routes=[
             Mount(USER_PREFIX, routes=ROUTES, name="api-user"),
             Mount(V1_PREFIX, routes=ROUTES, name="api-v1"),
             *ROOT_ROUTES,
+            *METRICS_ROUTES,
         ],
         middleware=[
+            Middleware(MetricsMiddleware),  # outermost: every answer counted, refusals too
             Middleware(RequestIdMiddleware),
             cors_middleware(settings),  # outside Host check, auth, quotas: 400/401/429 readable
             Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),

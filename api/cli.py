@@ -22,6 +22,7 @@ import sqlalchemy.exc
 from api import cli_auth
 from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
+from shared import metrics
 from shared.auth.tokens import flower_basic_auth
 from shared.logs import configure_logging
 from shared.queues import QUEUES
@@ -69,8 +70,18 @@ def _convert_argv(settings: Settings) -> list[str]:
     return [sys.executable, "-m", "api.cli", "convert-server", str(settings.convert.port)]
 
 
-def _exec(argv: list[str]) -> int:
-    os.execv(argv[0], argv)
+def _metrics_env(settings: Settings) -> dict[str, str]:
+    """The environment of API and worker processes: their metrics go where ``/metrics`` reads.
+
+    prometheus-client takes multiprocess mode from the environment when it is imported, so
+    the folder is named before the process starts; files of processes gone are dropped first.
+    """
+    folder = metrics.prepare_dir(metrics.metrics_root(settings))
+    return {**os.environ, metrics.ENV: str(folder.resolve())}
+
+
+def _exec(argv: list[str], env: dict[str, str] | None = None) -> int:
+    os.execve(argv[0], argv, os.environ if env is None else env)
     return 1  # pragma: no cover - execv does not return
 
 
@@ -154,7 +165,8 @@ def _up(settings: Settings) -> int:
     """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
     # the API reaches the Convert server started here unless another address is configured
     convert_address = settings.convert.server_address or f"127.0.0.1:{settings.convert.port}"
-    api_env = {**os.environ, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
+    metrics_env = _metrics_env(settings)
+    api_env = {**metrics_env, "MAPSVC_CONVERT_SERVER_ADDRESS": convert_address}
     front = front_enabled(settings)
     try:
         key_file = cli_auth.first_admin_key(settings)
@@ -164,14 +176,10 @@ def _up(settings: Settings) -> int:
     procs = [
         subprocess.Popen(_serve_argv(settings, behind_front=front), env=api_env),
         *([subprocess.Popen(_front_argv(settings))] if front else []),
-        *(
-            subprocess.Popen(argv)
-            for argv in (
-                _worker_argv(settings, _ALL_QUEUES, settings.jobs.worker_concurrency),
-                _flower_argv(settings),
-                _convert_argv(settings),
-            )
+        subprocess.Popen(
+            _worker_argv(settings, _ALL_QUEUES, settings.jobs.worker_concurrency), env=metrics_env
         ),
+        *(subprocess.Popen(argv) for argv in (_flower_argv(settings), _convert_argv(settings))),
     ]
     stop = False
 
@@ -187,6 +195,7 @@ def _up(settings: Settings) -> int:
         print(
             f"\nmapsvc is up:\n  API      {base}{USER_PREFIX}/  (also {base}{V1_PREFIX}/)"
             f"{'  behind nginx: cached tiles from disk' if front else ''}\n"
+            f"  viewer   {base}/viewer  (API docs {base}/docs, front door {base}/)\n"
             f"  ready    {base}{USER_PREFIX}/ready\n{_credentials_hint(settings, base, key_file)}"
             f"  Flower   http://{settings.host}:{settings.flower_port}/  (login {flower_login},"
             " password in the secrets file or MAPSVC_FLOWER_BASIC_AUTH)\n"
@@ -249,12 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if done is not None:
         return done
     if args.command == "serve":
-        return _exec(_serve_argv(settings, args.reload))
+        return _exec(_serve_argv(settings, args.reload), _metrics_env(settings))
     if args.command == "worker":
         concurrency = (
             settings.jobs.worker_concurrency if args.concurrency is None else args.concurrency
         )
-        return _exec(_worker_argv(settings, args.queues, concurrency, not args.no_beat))
+        return _exec(
+            _worker_argv(settings, args.queues, concurrency, not args.no_beat),
+            _metrics_env(settings),
+        )
     if args.command == "flower":
         return _exec(_flower_argv(settings))
     if args.command == "front":

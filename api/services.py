@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # api.jobs reads parameters through api.params, which reaches
     from shared.providers.dem import DemCatalog
     from shared.providers.proxy import ProxyPolicy
     from shared.providers.upstream import Upstream
+    from shared.raster.store import RasterStore
     from shared.settings import Settings
     from shared.tiles.pool import RenderPool
     from shared.tiles.service import TileService
@@ -49,6 +50,8 @@ class Services:
     render_pool: RenderPool
     tiles: TileService
     tile_stores: TileStores
+    rasters: RasterStore
+    """Where the source rasters are read from (``MAPSVC_RASTER_STORE``)."""
     http: httpx.AsyncClient
     """The one provider client of the process."""
     upstream: Upstream

@@ -62,8 +62,10 @@ fi
 if is_local "$REDIS_URL" && ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then
   say "starting Redis"
   as_root mkdir -p /var/lib/redis /var/log/redis
+  # AOF, fsynced every second: a restart of Redis keeps the queued jobs and their records
+  # (at most the last second of writes is lost); the folder holds the AOF
   as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
-    --appendonly no --maxmemory-policy noeviction --dir /var/lib/redis \
+    --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --dir /var/lib/redis \
     --logfile /var/log/redis/mapsvc.log
   for _ in $(seq 50); do redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
@@ -73,6 +75,12 @@ redis-cli -u "$REDIS_URL" ping >/dev/null || { say "Redis at $REDIS_URL does not
 POLICY=$(redis-cli -u "$REDIS_URL" info memory | sed -n 's/^maxmemory_policy:\(.*\)\r$/\1/p')
 [ "$POLICY" = noeviction ] || { say "Redis at $REDIS_URL has maxmemory-policy $POLICY;"\
 " mapsvc needs noeviction (redis-cli config set maxmemory-policy noeviction)"; exit 1; }
+# A Redis this script did not start keeps its own durability: turning AOF on is its owner's
+# call (it rewrites the whole data set, and CONFIG SET lasts only until a restart)
+if [ "$(redis-cli -u "$REDIS_URL" config get appendonly | tail -1)" != yes ]; then
+  say "note: Redis at $REDIS_URL runs without AOF: a restart of it loses queued jobs and their"\
+" records (to keep them: start it with --appendonly yes, or redis-cli config set appendonly yes)"
+fi
 
 if is_local "$PG_URL" && ! psql "$SERVER_URL" -tAc 'select 1' >/dev/null 2>&1; then
   PG_VERSION=$(ls /etc/postgresql | sort -n | tail -1)

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 
-__all__ = ["ENTRY_OVERHEAD", "ByteBudget", "cached_json", "file_signature"]
+__all__ = ["ENTRY_OVERHEAD", "ByteBudget", "cached_json"]
 
 #: bytes booked per entry beside its key and value: its place in the books (sorted set, hash)
 ENTRY_OVERHEAD = 128
@@ -114,15 +112,6 @@ class ByteBudget:
     def used_bytes(self, client: redis.Redis) -> int:
         """The bytes booked now (entries past their TTL count until the next write)."""
         return int(client.get(self.books[2]) or 0)
-
-
-def file_signature(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
-    """Name, size and mtime (ns) of each path: any change to a file changes its signature."""
-    signature = []
-    for path in paths:
-        st = os.stat(path)
-        signature.append((str(path), st.st_size, st.st_mtime_ns))
-    return signature
 
 
 def cached_json(

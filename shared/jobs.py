@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import redis
 
-from shared import events
+from shared import events, metrics
 from shared.errors import JobCancelledError, MapsvcError, UnavailableError, error_from_code
 from shared.settings import Settings
 
@@ -327,11 +327,17 @@ class JobStore:
         """
         if not events.claim_final(self.client, job_id, self.ttl_s):
             return None
-        fields: dict[str, str | float] = {"outcome": outcome, "finished": time.time()}
+        finished = time.time()
+        fields: dict[str, str | float] = {"outcome": outcome, "finished": finished}
         if error is not None:
             body = {"code": error.code, "message": error.message, "detail": error.detail}
             fields["error"] = json.dumps(body, default=str)
         self.update(job_id, last_line=text, **fields)
+        record = self.get(job_id)
+        if record is not None:  # counted once: only the first end gets here
+            metrics.JOBS_FINISHED.labels(record.kind, outcome).inc()
+            since = record.started or record.created
+            metrics.JOB_SECONDS.labels(record.kind, outcome).observe(max(finished - since, 0.0))
         return events.publish(
             self.client, job_id, text, final=True, ttl_s=self.ttl_s, maxlen=self.maxlen
         )
@@ -383,10 +389,11 @@ class JobReporter:
         """Publish a value as one JSON line (no elapsed time: the line must stay JSON)."""
         self.line(json.dumps(value, separators=(",", ":"), default=str), elapsed=False)
 
-    def start(self, worker: str) -> None:
-        """Mark the job as started (again, when a worker re-runs it) by ``worker``."""
+    def start(self, worker: str, kind: str) -> None:
+        """Mark the job (of ``kind``) as started (again, when a worker re-runs it) by ``worker``."""
         self._t0 = time.time()
         self.store.update(self.job_id, started=self._t0, beat=self._t0, worker=worker, progress=0.0)
+        metrics.JOBS_STARTED.labels(kind).inc()
 
     def succeed(self, result: Any) -> None:
         """Keep the job's result and write the final success line."""

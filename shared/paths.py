@@ -6,7 +6,7 @@ from pathlib import Path, PurePosixPath
 
 from shared.errors import InvalidInputError, NotFoundError
 
-__all__ = ["resolve_inside"]
+__all__ = ["checked_parts", "resolve_inside"]
 
 #: Longest path and longest file name the file system takes (Linux: PATH_MAX, NAME_MAX).
 _MAX_PATH, _MAX_NAME = 4096, 255
@@ -29,16 +29,7 @@ def resolve_inside(root: Path, rel_path: str, *, root_name: str, must_exist: boo
             be resolved, or leads outside the root (through a symlink too).
         NotFoundError: nothing exists at the path.
     """
-    pure = PurePosixPath(rel_path)
-    if "\x00" in rel_path or "\\" in rel_path or pure.is_absolute() or ".." in pure.parts:
-        raise InvalidInputError(
-            f"a path must be relative to the {root_name}, without '..'", path=rel_path
-        )
-    if len(rel_path.encode()) > _MAX_PATH or any(len(p.encode()) > _MAX_NAME for p in pure.parts):
-        raise InvalidInputError(
-            f"a path has at most {_MAX_PATH} bytes, and each name at most {_MAX_NAME}",
-            path=rel_path[:64],
-        )
+    pure = PurePosixPath(*checked_parts(rel_path, root_name=root_name))
     real_root = root.resolve()
     try:
         path = (real_root / pure).resolve()
@@ -49,3 +40,29 @@ def resolve_inside(root: Path, rel_path: str, *, root_name: str, must_exist: boo
     if must_exist and not path.exists():
         raise NotFoundError(f"no file {rel_path!r} in the {root_name}", path=rel_path)
     return path
+
+
+def checked_parts(rel_path: str, *, root_name: str) -> tuple[str, ...]:
+    """The names of ``rel_path`` (``.`` and empty ones dropped), once it passes the path rules.
+
+    The rules of every user-given path, on a file system or as an object storage key: relative,
+    without ``..``, a backslash or a NUL, at most 4096 bytes and 255 bytes a name.
+
+    Args:
+        rel_path: a path relative to a root, with ``/`` separators (``""`` is the root itself).
+        root_name: how messages name the root (``"work dir"``, ``"raster folder"``).
+
+    Raises:
+        InvalidInputError: the path breaks a rule.
+    """
+    pure = PurePosixPath(rel_path)
+    if "\x00" in rel_path or "\\" in rel_path or pure.is_absolute() or ".." in pure.parts:
+        raise InvalidInputError(
+            f"a path must be relative to the {root_name}, without '..'", path=rel_path
+        )
+    if len(rel_path.encode()) > _MAX_PATH or any(len(p.encode()) > _MAX_NAME for p in pure.parts):
+        raise InvalidInputError(
+            f"a path has at most {_MAX_PATH} bytes, and each name at most {_MAX_NAME}",
+            path=rel_path[:64],
+        )
+    return pure.parts

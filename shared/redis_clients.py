@@ -2,23 +2,67 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.retry import Retry
 
 from shared.errors import UnavailableError
 
 __all__ = ["async_client", "blocking_pool", "held_client", "sync_client"]
 
+T = TypeVar("T")
+
 #: what a client refused for want of a pooled connection is told to wait
 _POOL_RETRY_AFTER_S = 2
 
 
-def sync_client(url: str) -> redis.Redis:
-    """A blocking client, for workers, the CLI and thread-pool calls of the API."""
-    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+class _UntilBack(Retry):
+    """Retries for ``outage_s`` seconds however the calls nest (a connect inside a command)."""
+
+    def __init__(self, outage_s: float) -> None:
+        # tries 0.1, 0.2, 0.4, 0.8 s apart, then every second, until the time is up
+        super().__init__(ExponentialBackoff(cap=1.0, base=0.05), retries=-1)
+        self.outage_s = outage_s
+
+    def call_with_retry(
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        """``do()``, tried again on connection errors until ``outage_s`` have passed."""
+        deadline = time.monotonic() + self.outage_s
+
+        def fail_in_time(error: Exception, *failures: int) -> None:
+            fail(error, *failures)
+            if time.monotonic() >= deadline:
+                raise error
+
+        return super().call_with_retry(do, fail_in_time, is_retryable, with_failure_count)
+
+
+def sync_client(url: str, *, outage_s: float = 0.0) -> redis.Redis:
+    """A blocking client, for workers, the CLI and thread-pool calls of the API.
+
+    Args:
+        url: the Redis URL.
+        outage_s: how long a command that finds Redis down keeps trying (Redis restarting:
+            a worker's job rides it out); 0: redis-py's few quick retries, so that the API
+            answers 503 at once.
+    """
+    if outage_s <= 0:
+        return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+    return redis.Redis.from_url(
+        url, decode_responses=True, health_check_interval=30, retry=_UntilBack(outage_s)
+    )
 
 
 def async_client(url: str) -> aioredis.Redis:
@@ -45,6 +89,9 @@ def blocking_pool(
         timeout=timeout_s,
         decode_responses=True,
         health_check_interval=30,
+        # a pool made alone has connections that never retry: the first command on one that
+        # Redis closed (a restart) would fail; it is sent again once on a new connection
+        retry=AsyncRetry(NoBackoff(), 1),
     )
 
 

@@ -28,9 +28,11 @@ __all__ = [
     "PROVIDER_DEFAULTS",
     "ConvertSettings",
     "JobSettings",
+    "MetricsSettings",
     "ProviderSettings",
     "Providers",
     "ProxySettings",
+    "RasterSettings",
     "S3Settings",
     "Settings",
     "SourceSettings",
@@ -346,6 +348,23 @@ class JobSettings(Concern):
     )
 
 
+class MetricsSettings(Concern):
+    """Prometheus metrics (``GET /metrics``), ``MAPSVC_METRICS_*``."""
+
+    model_config = SettingsConfigDict(env_prefix="MAPSVC_METRICS_")
+
+    blank_fields = ("dir",)
+
+    dir: Path | None = Field(
+        default=None,
+        description="Folder of the metric files of API and worker processes (multiprocess "
+        "mode); unset: `<work_dir>/metrics`",
+    )
+    tile_zoom: bool = Field(
+        default=False, description="Tile cache hits and misses carry a `zoom` label too"
+    )
+
+
 class S3Settings(Concern):
     """Tiles in S3-compatible object storage (`isS3=1`), ``MAPSVC_S3_*``; no endpoint: none."""
 
@@ -380,6 +399,33 @@ class S3Settings(Concern):
                 "set both MAPSVC_S3_ACCESS_KEY_ID and MAPSVC_S3_SECRET_ACCESS_KEY, or neither"
             )
         return self
+
+
+class RasterSettings(Concern):
+    """Where the source rasters are read from, ``MAPSVC_RASTER_*``: the work dir or a bucket.
+
+    ``s3`` reads them through GDAL's ``/vsis3/`` with the endpoint, keys, region and addressing
+    style of `S3Settings` (``MAPSVC_S3_*``); only the bucket and prefix are the rasters' own.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MAPSVC_RASTER_")
+
+    store: Literal["file", "s3"] = Field(
+        default="file",
+        description="Where source rasters are read: `file` (`<work_dir>/map/raster`) or `s3` "
+        "(MAPSVC_RASTER_S3_BUCKET at MAPSVC_S3_ENDPOINT_URL, with the MAPSVC_S3_* keys)",
+    )
+    s3_bucket: str = Field(
+        default="mapsvc-rasters",
+        min_length=3,
+        max_length=63,
+        description="Bucket of the source rasters when MAPSVC_RASTER_STORE is `s3`",
+    )
+    s3_prefix: str = Field(
+        default="",
+        description="Folder of the rasters in that bucket (`raster`: the path `single/a.tif` "
+        "is the key `raster/single/a.tif`)",
+    )
 
 
 class ConvertSettings(Concern):
@@ -654,7 +700,9 @@ class Settings(Concern):
     tiles: TileSettings
     vector: VectorSettings
     jobs: JobSettings
+    metrics: MetricsSettings
     s3: S3Settings
+    raster: RasterSettings
     convert: ConvertSettings
     uploads: UploadSettings
     proxy: ProxySettings
@@ -667,7 +715,9 @@ class Settings(Concern):
         "tiles": TileSettings,
         "vector": VectorSettings,
         "jobs": JobSettings,
+        "metrics": MetricsSettings,
         "s3": S3Settings,
+        "raster": RasterSettings,
         "convert": ConvertSettings,
         "uploads": UploadSettings,
         "proxy": ProxySettings,
@@ -698,6 +748,15 @@ class Settings(Concern):
         if self.default_lang not in self.languages:
             raise ValueError(
                 f"MAPSVC_DEFAULT_LANG {self.default_lang!r} is not in MAPSVC_LANGUAGES"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _raster_bucket_has_an_endpoint(self) -> Settings:
+        if self.raster.store == "s3" and self.s3.endpoint_url is None:
+            raise ValueError(
+                "MAPSVC_RASTER_STORE=s3 reads the rasters at MAPSVC_S3_ENDPOINT_URL: set it "
+                "(https://s3.<region>.amazonaws.com on AWS)"
             )
         return self
 

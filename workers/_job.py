@@ -16,7 +16,7 @@ from shared.errors import JobCancelledError, MapsvcError
 from shared.jobs import Continued, JobReporter, JobStore
 from shared.logs import JOB_ID, REQUEST_ID
 from shared.redis_clients import sync_client
-from workers.celery_app import settings
+from workers.celery_app import REDIS_OUTAGE_S, settings
 
 __all__ = ["JobTask", "job_store", "reset_store"]
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @functools.cache
 def _store() -> JobStore:
-    return JobStore(sync_client(settings.redis_url), settings)
+    return JobStore(sync_client(settings.redis_url, outage_s=REDIS_OUTAGE_S), settings)
 
 
 def job_store() -> JobStore:
@@ -57,12 +57,12 @@ class JobTask(Task):  # type: ignore[misc]
         job_token = JOB_ID.set(job_id)
         request_token = REQUEST_ID.set((record.request_id or None) if record else None)
         try:
-            return self._run_job(job_id, *args, **kwargs)
+            return self._run_job(job_id, record.kind if record else self.name, *args, **kwargs)
         finally:
             JOB_ID.reset(job_token)
             REQUEST_ID.reset(request_token)
 
-    def _run_job(self, job_id: str, *args: Any, **kwargs: Any) -> Any:
+    def _run_job(self, job_id: str, kind: str, *args: Any, **kwargs: Any) -> Any:
         store = _store()
         report = JobReporter(store, job_id)
         if store.cancel_requested(job_id):
@@ -80,7 +80,8 @@ class JobTask(Task):  # type: ignore[misc]
                 )
             )
             return None
-        report.start(worker=f"{self.request.hostname or socket.gethostname()} pid {os.getpid()}")
+        worker = f"{self.request.hostname or socket.gethostname()} pid {os.getpid()}"
+        report.start(worker, kind)
         log.info("job %s (%s) started, attempt %d", job_id, self.name, attempts)
         try:
             result = self.run(report, *args, **kwargs)

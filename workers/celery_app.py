@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging, worker_process_init
+from celery.signals import (
+    setup_logging,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutdown,
+)
 
+from shared import metrics
 from shared.logs import configure_logging
 from shared.queues import celery_config
 from shared.settings import Settings
 
-__all__ = ["app", "settings"]
+__all__ = ["REDIS_OUTAGE_S", "app", "settings"]
+
+#: how long a task's Redis commands and sends wait for Redis to come back (a restart takes
+#: seconds) before they fail: a pre-tiling run keeps its chunks in flight instead of losing them
+REDIS_OUTAGE_S = 60.0
 
 settings = Settings()
 configure_logging(settings.log_level, settings.log_format)
@@ -26,6 +36,14 @@ app = Celery(
     ],
 )
 app.config_from_object(celery_config(settings))
+# tasks sending tasks (a run's sender, its chunks) wait out a Redis restart too; the API keeps
+# the quick policy, so that its requests answer 503 at once
+app.conf.task_publish_retry_policy = {
+    "max_retries": int(REDIS_OUTAGE_S),
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
 
 
 @setup_logging.connect
@@ -40,3 +58,10 @@ def _reset_connections(**_: Any) -> None:
     from workers import _job
 
     _job.reset_store()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _forget_live_gauges(**_: Any) -> None:
+    # a worker process that ends takes its live gauges out of /metrics (multiprocess mode)
+    metrics.mark_process_dead()

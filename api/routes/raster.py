@@ -29,8 +29,10 @@ def _cache(request: Request) -> ResultCache:
 async def get_raster_list(request: Request) -> JSONResponse:
     """The rasters of ``folder`` (spec 2.1)."""
     folder = request.query_params.get("folder", "")
-    work_dir = services(request).settings.work_dir
-    listing = await run_in_threadpool(raster_listing, _cache(request), work_dir, folder)
+    svc = services(request)
+    listing = await run_in_threadpool(
+        raster_listing, _cache(request), svc.settings.work_dir, folder, rasters=svc.rasters
+    )
     # the cached listing is everyone's; each caller is shown the layers it may see
     visible = set(visible_layers(request, [row["id"] for row in listing["rows"]]))
     listing["rows"] = [row for row in listing["rows"] if row["id"] in visible]
@@ -44,7 +46,9 @@ async def get_raster_config(request: Request) -> Response:
     settings = svc.settings
     resampling = parse_resampling(request.query_params.get("resampling"))
     refresh = flag(request, "nocache")
-    where = await run_in_threadpool(locate_layer, settings.work_dir, request.path_params["path"])
+    where = await run_in_threadpool(
+        locate_layer, settings.work_dir, request.path_params["path"], rasters=svc.rasters
+    )
     params = {
         "path": where.rel_path,
         "lang": settings.default_lang,
@@ -58,16 +62,20 @@ async def get_raster_config(request: Request) -> Response:
 
 async def get_raster_stat(request: Request) -> JSONResponse:
     """Statistics of a raster file or folder (spec 2.3)."""
-    work_dir, raster_id = services(request).settings.work_dir, request.path_params["id"]
-    stat = await run_in_threadpool(raster_stat_of, _cache(request), work_dir, raster_id)
+    svc, raster_id = services(request), request.path_params["id"]
+    stat = await run_in_threadpool(
+        raster_stat_of, _cache(request), svc.settings.work_dir, raster_id, rasters=svc.rasters
+    )
     return JSONResponse(stat)
 
 
 async def get_raster_info(request: Request) -> JSONResponse:
     """Metadata of a layer's raster as ``gdalinfo -json`` prints it (spec 2.4)."""
-    work_dir, raster_id = services(request).settings.work_dir, request.path_params["id"]
+    svc, raster_id = services(request), request.path_params["id"]
     file = request.query_params.get("file") or None
-    info = await run_in_threadpool(raster_info_of, _cache(request), work_dir, raster_id, file)
+    info = await run_in_threadpool(
+        raster_info_of, _cache(request), svc.settings.work_dir, raster_id, file, rasters=svc.rasters
+    )
     return JSONResponse(info)
 
 
@@ -76,7 +84,7 @@ async def get_layer_compress(request: Request) -> Response:
     svc = services(request)
     settings = svc.settings
     rel = decode_id(request.path_params["id"])
-    where = await run_in_threadpool(locate_layer, settings.work_dir, rel)
+    where = await run_in_threadpool(locate_layer, settings.work_dir, rel, rasters=svc.rasters)
     jobs = svc.jobs
     return await jobs.reply(
         request, "raster-compress", "raster.compress", {"path": where.rel_path}, dedup=True

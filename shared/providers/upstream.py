@@ -23,6 +23,7 @@ from shared.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
+from shared.metrics import PROVIDER_ERRORS, PROVIDER_SECONDS
 from shared.providers.config import Provider
 from shared.providers.ratelimit import acquire_slot
 from shared.settings import Providers, Settings
@@ -148,7 +149,11 @@ class Upstream:
     async def _fetch_and_store(
         self, key: str, provider: Provider, path: str, params: Mapping[str, Any]
     ) -> Any:
-        body = await self._fetch(provider, path, params)
+        try:
+            body = await self._fetch(provider, path, params)
+        except UpstreamError as exc:  # a "no result" (NotFoundError) is an answer, not a failure
+            PROVIDER_ERRORS.labels(provider.name, exc.code).inc()
+            raise
         await self.cache.aput(self.redis, key, json.dumps(body), provider.cache_ttl_s)
         return body
 
@@ -161,7 +166,8 @@ class Upstream:
             await acquire_slot(self.redis, name, provider.rate_per_s, max_wait_s=self.rate_wait_s)
             retry = attempt < self.retries
             try:
-                response = await self.http.get(url, params=dict(params))
+                with PROVIDER_SECONDS.labels(name).time():
+                    response = await self.http.get(url, params=dict(params))
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if not retry:
                     raise upstream_error(name, exc) from exc

@@ -1,15 +1,16 @@
-"""The raster listing (spec 2.1) and the files that make up a raster layer."""
+"""The raster listing (spec 2.1) and the files that make up a raster layer, in any store."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
-from shared.raster.paths import encode_id, is_raster_file, relative, resolve
+from shared.raster.paths import HEAD_BYTES, RASTER_SUFFIXES, encode_id, looks_like_raster
+from shared.raster.store import RasterStore, StoredItem
 
-__all__ = ["COMPRESS_DIR", "layer_files", "list_folder", "listing_signature"]
+__all__ = ["COMPRESS_DIR", "is_raster", "layer_files", "list_folder", "listing_signature"]
 
 #: Where compressed copies go, inside the raster's folder (the spec's spelling).
 COMPRESS_DIR = "commpress"
@@ -20,28 +21,38 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name == COMPRESS_DIR
 
 
-def _holds_rasters(folder: Path) -> bool:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if not _skipped(d)]
-        if any(not _skipped(f) and is_raster_file(Path(dirpath, f)) for f in filenames):
-            return True
-    return False
+def is_raster(rasters: RasterStore, item: StoredItem) -> bool:
+    """Whether ``item`` is a GeoTIFF or VRT, by its suffix and its first bytes."""
+    if item.is_dir or PurePosixPath(item.name).suffix.lower() not in RASTER_SUFFIXES:
+        return False  # the suffix rules most files out before a byte of them is read
+    return looks_like_raster(item.name, rasters.head(item, HEAD_BYTES))
 
 
-def _folder(root: Path, folder: str) -> Path:
-    path = resolve(root, folder.rstrip("/"))
-    if not path.is_dir():
+def _holds_rasters(rasters: RasterStore, folder: StoredItem, seen: set[str]) -> bool:
+    """Whether a raster lies in ``folder`` or below (hidden and ``commpress`` folders aside)."""
+    if folder.rel_path in seen:  # a symlink back up the tree
+        return False
+    seen.add(folder.rel_path)
+    entries = [e for e in rasters.children(folder.rel_path) if not _skipped(e.name)]
+    if any(is_raster(rasters, e) for e in entries if not e.is_dir):
+        return True
+    return any(_holds_rasters(rasters, e, seen) for e in entries if e.is_dir)
+
+
+def _folder(rasters: RasterStore, folder: str) -> StoredItem:
+    item = rasters.item(folder.rstrip("/"))
+    if not item.is_dir:
         raise InvalidInputError(f"{folder!r} is not a folder", folder=folder)
-    return path
+    return item
 
 
-def list_folder(root: Path, mapnik_dir: Path, folder: str) -> dict[str, Any]:
+def list_folder(rasters: RasterStore, mapnik_dir: Path, folder: str) -> dict[str, Any]:
     """The rasters of one folder: its sub-folders that hold rasters, and its raster files.
 
     Args:
-        root: the raster root.
+        rasters: the raster store.
         mapnik_dir: where map configurations are written (for ``islayer``).
-        folder: the folder, relative to the root (``""``: the root).
+        folder: the folder, relative to the store's root (``""``: the root).
 
     Returns:
         ``folder`` and ``rows`` of the raster listing object (without ``time``).
@@ -49,59 +60,67 @@ def list_folder(root: Path, mapnik_dir: Path, folder: str) -> dict[str, Any]:
     Raises:
         NotFoundError: no such folder.
         InvalidInputError: the folder is a file, or lies outside the root.
+        UnavailableError: the object storage cannot be reached.
     """
-    path = _folder(root, folder)
+    item = _folder(rasters, folder)
     rows = []
-    for entry in sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name.lower())):
+    entries = rasters.children(item.rel_path)
+    for entry in sorted(entries, key=lambda e: (not e.is_dir, e.name.lower())):
         if _skipped(entry.name):
             continue
-        try:
-            rel = relative(root, entry.resolve())
-        except ValueError:
-            continue  # a symlink leading outside the raster root
-        if entry.is_dir() and _holds_rasters(entry):
+        if entry.is_dir and _holds_rasters(rasters, entry, set()):
             kind, name = "dir", entry.name
-        elif is_raster_file(entry):
+        elif is_raster(rasters, entry):
             kind, name = "file", entry.stem
         else:
             continue
-        raster_id = encode_id(rel)
+        raster_id = encode_id(entry.rel_path)
         rows.append(
             {
                 "id": raster_id,
                 "name": name,
                 "islayer": (mapnik_dir / f"{raster_id}.xml").is_file(),
                 "filename": entry.name,
-                "path": rel,
+                "path": entry.rel_path,
                 "type": kind,
             }
         )
-    return {"folder": relative(root, path), "rows": rows}
+    return {"folder": item.rel_path, "rows": rows}
 
 
-def listing_signature(root: Path, mapnik_dir: Path, folder: str) -> list[Any]:
-    """What the listing of ``folder`` depends on: its entries' sizes and mtimes, and configs."""
-    path = _folder(root, folder)
-    entries = []
-    for entry in os.scandir(path):
-        st = entry.stat(follow_symlinks=False)
-        entries.append((entry.name, st.st_size, st.st_mtime_ns))
-    return [str(path), os.stat(path).st_mtime_ns, sorted(entries), os.stat(mapnik_dir).st_mtime_ns]
+def listing_signature(rasters: RasterStore, mapnik_dir: Path, folder: str) -> list[Any]:
+    """What the listing of ``folder`` depends on: its entries' sizes and versions, and configs.
+
+    The versions are mtimes on a file system, ETags in a bucket.
+    """
+    item = _folder(rasters, folder)
+    entries = sorted(
+        (e.name, e.is_dir, e.size or 0, str(e.version)) for e in rasters.children(item.rel_path)
+    )
+    return [rasters.describe(), item.signature, entries, os.stat(mapnik_dir).st_mtime_ns]
 
 
-def layer_files(root: Path, rel_path: str) -> list[Path]:
+def layer_files(rasters: RasterStore, rel_path: str) -> list[StoredItem]:
     """The raster files a layer is made of: the file itself, or the rasters in the folder.
 
     Raises:
         NotFoundError: nothing at the path.
         UnprocessableError: the path is not a raster, or the folder holds none.
+        UnavailableError: the object storage cannot be reached.
     """
-    path = resolve(root, rel_path)
-    if path.is_file():
-        if not is_raster_file(path):
+    item = rasters.item(rel_path)
+    if not item.is_dir:
+        if not is_raster(rasters, item):
             raise UnprocessableError(f"{rel_path!r} is not a GeoTIFF or VRT", path=rel_path)
-        return [path]
-    files = sorted(p for p in path.iterdir() if not _skipped(p.name) and is_raster_file(p))
+        return [item]
+    files = sorted(
+        (
+            e
+            for e in rasters.children(item.rel_path)
+            if not _skipped(e.name) and is_raster(rasters, e)
+        ),
+        key=lambda e: e.name,
+    )
     if not files:
         raise NotFoundError(f"the folder {rel_path!r} holds no raster files", path=rel_path)
     return files

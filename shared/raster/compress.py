@@ -2,12 +2,14 @@
 
 The options are exactly the spec's: output type Byte, LZW, threads = all CPUs, predictor 2,
 BigTIFF, GTiff, tiled, bands 1,2,3 as red, green, blue. The copy is what ``gdal_translate``
-does (a band-subset VRT copied by GDAL), in-process.
+does (a band-subset VRT copied by GDAL), in-process. It is written into the layer's own store:
+beside the sources on a file system, under the same prefix in a bucket (written locally, then
+uploaded whole).
 """
 
 from __future__ import annotations
 
-import os
+import posixpath
 import time
 from pathlib import Path
 from typing import Any
@@ -15,14 +17,15 @@ from typing import Any
 import rasterio
 import rasterio.shutil
 
-from shared.errors import MapsvcError, UnprocessableError
+from shared.errors import UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import COMPRESS_DIR, layer_files
 from shared.raster.files import atomic_path
-from shared.raster.gdal import GDAL_ERRORS, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, file_name, gdal_message
 from shared.raster.layer import locate_layer
 from shared.raster.paths import raster_root
-from shared.raster.vrt import band_subset_vrt
+from shared.raster.store import FileRasterStore, RasterStore
+from shared.raster.vrt import RasterPath, band_subset_vrt
 
 __all__ = ["CREATION_OPTIONS", "compress_file", "compress_layer", "compressed_name"]
 
@@ -37,17 +40,18 @@ BANDS = [1, 2, 3]
 COLOR_INTERP = ["Red", "Green", "Blue"]
 
 
-def compressed_name(source: Path) -> str:
+def compressed_name(source: RasterPath) -> str:
     """The name of a raster's compressed copy: its own name, ``.tif`` added to a VRT's.
 
     Two rasters of one folder never share a copy (``x.tif`` and ``x.vrt`` give ``x.tif`` and
     ``x.vrt.tif``).
     """
-    return source.name if source.suffix.lower() in (".tif", ".tiff") else f"{source.name}.tif"
+    name = file_name(source)
+    return name if Path(name).suffix.lower() in (".tif", ".tiff") else f"{name}.tif"
 
 
-def compress_file(source: Path, target: Path) -> None:
-    """Write the compressed copy of ``source`` to ``target`` (atomically).
+def compress_file(source: RasterPath, target: Path) -> None:
+    """Write the compressed copy of ``source`` (local or ``/vsis3/…``) to ``target`` (atomically).
 
     Raises:
         UnprocessableError: the raster cannot be read or has fewer than 3 bands.
@@ -58,13 +62,20 @@ def compress_file(source: Path, target: Path) -> None:
             with rasterio.open(vrt) as src:
                 rasterio.shutil.copy(src, tmp, driver="GTiff", **CREATION_OPTIONS)
         except GDAL_ERRORS as exc:
-            raise UnprocessableError(
-                f"{source.name}: {gdal_message(exc)}", file=source.name
-            ) from exc
+            name = file_name(source)
+            raise UnprocessableError(f"{name}: {gdal_message(exc)}", file=name) from exc
 
 
-def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[str, Any]:
+def compress_layer(
+    work_dir: Path, rel_path: str, report: JobReporter, *, rasters: RasterStore | None = None
+) -> dict[str, Any]:
     """Compress every raster of a layer, one metadata line per file.
+
+    Args:
+        work_dir: the service's work dir.
+        rel_path: the layer's file or folder, relative to the raster root.
+        report: the job's reporter.
+        rasters: the raster store (default: the folder ``<workDir>/map/raster``).
 
     Returns:
         ``folder`` (where the copies are, relative to the raster root) and ``files``: each
@@ -73,22 +84,26 @@ def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[s
     Raises:
         NotFoundError: no raster at the path.
         UnprocessableError: some files could not be compressed (the others are).
+        UnavailableError: the object storage cannot be reached (nothing more is compressed).
     """
-    where = locate_layer(work_dir, rel_path)
-    files = layer_files(raster_root(work_dir), where.rel_path)
-    out_dir = (where.source if where.source.is_dir() else where.source.parent) / COMPRESS_DIR
-    report.line(f"Start compression: {len(files)} file(s) -> {out_dir.name}/")
+    rasters = rasters or FileRasterStore(raster_root(work_dir))
+    where = locate_layer(work_dir, rel_path, rasters=rasters)
+    files = layer_files(rasters, where.rel_path)
+    folder = where.rel_path if where.is_dir else posixpath.dirname(where.rel_path)
+    out_dir = posixpath.join(folder, COMPRESS_DIR)
+    report.line(f"Start compression: {len(files)} file(s) -> {COMPRESS_DIR}/")
     results = []
-    for i, path in enumerate(files, start=1):
+    for i, file in enumerate(files, start=1):
         t0 = time.monotonic()
-        target = out_dir / compressed_name(path)
-        before = os.stat(path).st_size
+        before = file.size or 0
         try:
-            compress_file(path, target)
-        except MapsvcError as exc:
+            with rasters.writing(posixpath.join(out_dir, compressed_name(file.name))) as target:
+                compress_file(file.gdal_path, target)
+                after = target.stat().st_size
+        except UnprocessableError as exc:
             results.append(
                 {
-                    "name": path.name,
+                    "name": file.name,
                     "size": before,
                     "compressed": None,
                     "ratio": None,
@@ -96,13 +111,12 @@ def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[s
                     "err": exc.message,
                 }
             )
-            report.line(f"{path.name}: failed: {exc.message}", progress=i / len(files))
+            report.line(f"{file.name}: failed: {exc.message}", progress=i / len(files))
             continue
-        after = os.stat(target).st_size
         ms = int((time.monotonic() - t0) * 1000)
         results.append(
             {
-                "name": path.name,
+                "name": file.name,
                 "size": before,
                 "compressed": after,
                 "ratio": round(after / before, 4),
@@ -111,7 +125,7 @@ def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[s
             }
         )
         report.line(
-            f"{path.name}: {before} -> {after} bytes, ratio {after / before:.3f}, {ms} ms",
+            f"{file.name}: {before} -> {after} bytes, ratio {after / before:.3f}, {ms} ms",
             progress=i / len(files),
         )
     failed = [r for r in results if r["err"]]
@@ -120,5 +134,4 @@ def compress_layer(work_dir: Path, rel_path: str, report: JobReporter) -> dict[s
             f"{len(failed)} of {len(files)} file(s) could not be compressed: {failed[0]['err']}",
             files=failed,
         )
-    folder = out_dir.relative_to(raster_root(work_dir).resolve()).as_posix()
-    return {"folder": folder, "files": results}
+    return {"folder": rasters.item(out_dir).rel_path, "files": results}

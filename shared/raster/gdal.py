@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import PurePosixPath
+
 from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 
-__all__ = ["GDAL_ERRORS", "GDAL_TYPES", "gdal_message"]
+__all__ = ["GDAL_ERRORS", "GDAL_TYPES", "file_name", "gdal_message", "is_vsi"]
 
 #: What reading or writing a raster may raise: rasterio's errors, GDAL's (which rasterio
 #: raises as they are from some calls, such as copies), and the OS's.
@@ -48,3 +51,16 @@ def gdal_message(exc: BaseException) -> str:
             messages.append(text)
         current = current.__cause__ or current.__context__
     return "; ".join(messages) or type(exc).__name__
+
+
+def is_vsi(path: str | os.PathLike[str]) -> bool:
+    """Whether GDAL reads ``path`` through a virtual file system (``/vsis3/…``), not a local one.
+
+    Such a path is always absolute to GDAL: a VRT or a map names it as it is.
+    """
+    return os.fspath(path).startswith("/vsi")
+
+
+def file_name(path: str | os.PathLike[str]) -> str:
+    """The last name of a local or a GDAL virtual path (``/vsis3/b/x/a.tif`` -> ``a.tif``)."""
+    return PurePosixPath(os.fspath(path)).name

@@ -5,8 +5,10 @@ overviews) of each, a mosaic VRT (and a VRT of the previews) when the layer is a
 several files, overviews of the source when it has none (:mod:`shared.raster.overviews`), reads
 location and CRS, and writes the Mapnik XML to ``<workDir>/map/mapnik/<raster id>.xml``.
 Derived files go to ``<workDir>/map/derived/<id>/``, so the user's raster folders stay as they
-are. Every stage is a line on the job's stream. The layer's resampling (chosen at
-configuration) draws it and computes its previews and overviews.
+are. The sources are read from the raster store (:mod:`shared.raster.store`); from a bucket
+they are first copied into the build folder (``source/``), since Mapnik's GDAL reads local files
+only, and the build is made from those copies. Every stage is a line on the job's stream. The
+layer's resampling (chosen at configuration) draws it and computes its previews and overviews.
 
 A (re)configuration builds its previews and overviews into a new build folder
 ``<derived>/<id>/b-<hex>/`` and then swaps the XML (one atomic rename) to point at it: until the
@@ -32,7 +34,6 @@ from typing import Any
 import rasterio
 from rasterio.warp import transform_bounds
 
-from shared.cache import file_signature
 from shared.errors import UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import layer_files
@@ -40,12 +41,13 @@ from shared.raster.files import write_atomic
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, proj4
 from shared.raster.overviews import OVERVIEWS_VRT, build_overviews, has_overviews
-from shared.raster.paths import encode_id, normalise_path, raster_root, resolve
+from shared.raster.paths import encode_id, normalise_path, raster_root
 from shared.raster.preview import PREVIEW_FACTOR, SMALL_RASTER_PX, write_preview
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.stat import describe_file
+from shared.raster.store import FileRasterStore, RasterStore, StoredItem
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
-from shared.raster.vrt import mosaic_vrt
+from shared.raster.vrt import RasterPath, mosaic_vrt
 from shared.tiles.formats import PNG_TILE, tile_url_templates
 from shared.tiles.store import FileTileStore, TileStore
 from shared.workdir import WorkDir
@@ -61,6 +63,10 @@ _MANIFEST = "manifest.json"
 #: 2: builds have overviews, and the manifest records the layer's choices
 _MANIFEST_VERSION = 2
 _BUILD_PREFIX = "b-"
+#: The mosaic VRT of a folder layer (in its derived folder, or in the build over copies).
+MOSAIC_VRT = "mosaic.vrt"
+#: The folder of a build that holds the copies of sources Mapnik cannot read where they are.
+SOURCES_DIR = "source"
 
 
 @dataclass(frozen=True)
@@ -70,44 +76,57 @@ class LayerLocation:
     rel_path: str
     raster_id: str
     name: str
-    source: Path
+    is_dir: bool
     derived_dir: Path
     xml_path: Path
     tile_dir: Path
 
 
-def locate_layer(work_dir: Path, rel_path: str) -> LayerLocation:
+def locate_layer(
+    work_dir: Path, rel_path: str, *, rasters: RasterStore | None = None
+) -> LayerLocation:
     """Where the layer at ``rel_path`` (relative to the raster root) and its outputs live.
 
     The path is normalised first (:func:`~shared.raster.paths.normalise_path`), so ``./x``,
     ``x/`` and ``x`` are one layer with one id.
 
+    Args:
+        work_dir: the service's work dir (the layer's outputs are there).
+        rel_path: the layer's file or folder.
+        rasters: the raster store (default: the folder ``<workDir>/map/raster``).
+
     Raises:
         InvalidInputError: the path is empty, not normal, or leads outside the raster root.
         NotFoundError: nothing at the path.
+        UnavailableError: the object storage cannot be reached.
     """
     rel, dirs = normalise_path(rel_path), WorkDir(work_dir)
-    source = resolve(dirs.raster, rel)
+    source = (rasters or FileRasterStore(dirs.raster)).item(rel)
     raster_id = encode_id(rel)
     return LayerLocation(
         rel_path=rel,
         raster_id=raster_id,
         name=source.name,
-        source=source,
+        is_dir=source.is_dir,
         derived_dir=dirs.derived / raster_id,
         xml_path=dirs.mapnik / f"{raster_id}.xml",
         tile_dir=dirs.rtile / raster_id,
     )
 
 
-def mosaic_source(where: LayerLocation, files: list[Path]) -> Path:
-    """The mosaic VRT of a folder layer, written (again) when it is missing or out of date.
+def mosaic_source(where: LayerLocation, files: Sequence[StoredItem]) -> Path:
+    """The mosaic VRT of a folder layer's files where they are stored, written (again) when it
+    is missing or out of date.
 
     Raises:
         UnprocessableError: the files do not fit together.
     """
-    vrt = where.derived_dir / "mosaic.vrt"
-    xml = mosaic_vrt(files, where.derived_dir)
+    return _mosaic(where.derived_dir / MOSAIC_VRT, [f.gdal_path for f in files])
+
+
+def _mosaic(vrt: Path, files: Sequence[RasterPath]) -> Path:
+    """The mosaic VRT ``vrt`` of ``files``, written when missing or different."""
+    xml = mosaic_vrt(files, vrt.parent)
     if not vrt.is_file() or vrt.read_text() != xml:
         write_atomic(vrt, xml)
     return vrt
@@ -121,10 +140,11 @@ class _Choices:
     overviews: bool
 
 
-def _manifest(files: list[Path], choices: _Choices) -> dict[str, Any]:
+def _manifest(files: list[StoredItem], choices: _Choices) -> dict[str, Any]:
     return {
         "version": _MANIFEST_VERSION,
-        "files": file_signature(files),
+        # paths, sizes and mtimes (ETags in a bucket): a changed source is built again
+        "files": [f.signature for f in files],
         "resampling": choices.resampling.value,
         "overviews": choices.overviews,
     }
@@ -149,6 +169,7 @@ def configure_layer(
     stores: Sequence[TileStore] | None = None,
     resampling: LayerResampling = DEFAULT_RESAMPLING,
     overviews: bool = True,
+    rasters: RasterStore | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the configuration of a raster layer, reporting each stage.
 
@@ -166,6 +187,7 @@ def configure_layer(
             configuration made with another is rebuilt.
         overviews: build overviews for a source without any (False: draw it as configurations
             did before overviews, for comparisons).
+        rasters: where the sources are (default: the folder ``<workDir>/map/raster``).
 
     Returns:
         The raster configuration result (spec 2.2) and ``layer``, the id of the configuration.
@@ -173,15 +195,17 @@ def configure_layer(
     Raises:
         NotFoundError: no raster at the path.
         UnprocessableError: a file cannot be read, or the files do not fit together.
-        UnavailableError: a tile cache could not drop the layer's tiles.
+        UnavailableError: a tile cache could not drop the layer's tiles, or the object storage
+            of the sources cannot be reached.
     """
     t0 = time.monotonic()
+    rasters = rasters or FileRasterStore(raster_root(work_dir))
     report.line(f"Start raster: {rel_path}")
-    where = locate_layer(work_dir, rel_path)
+    where = locate_layer(work_dir, rel_path, rasters=rasters)
     report.line(f"id: {where.raster_id}")
     report.line(f"proj4 (map): {WEB_MERCATOR}")
-    files = layer_files(raster_root(work_dir), where.rel_path)
-    descriptors = [describe_file(path) for path in files]
+    files = layer_files(rasters, where.rel_path)
+    descriptors = [describe_file(rasters, file) for file in files]
     broken = [d for d in descriptors if d["err"]]
     if broken:
         raise UnprocessableError(f"{broken[0]['name']}: {broken[0]['err']}", file=broken[0]["name"])
@@ -196,8 +220,7 @@ def configure_layer(
         try:
             built = _build(
                 where,
-                files,
-                descriptors,
+                _Sources(rasters, files, descriptors),
                 build,
                 report,
                 urls=tile_url_templates(url_prefix, where.raster_id, lang),
@@ -287,10 +310,30 @@ def _swap_in(
     return size
 
 
+@dataclass(frozen=True)
+class _Sources:
+    """The files of a layer, where they are stored, and their descriptors (spec 2.3)."""
+
+    rasters: RasterStore
+    files: list[StoredItem]
+    descriptors: list[dict[str, Any]]
+
+    def local(self, build: Path, report: JobReporter, *, reuse: bool) -> list[Path]:
+        """The files as Mapnik reads them: where they are, or copies fetched into ``build``."""
+        if not self.rasters.remote:
+            return self.rasters.local_files(self.files, build / SOURCES_DIR)
+        report.line(
+            f"Sources: {len(self.files)} file(s) of {self.rasters.describe()}"
+            + (" (up to date)" if reuse else ", copying into the build")
+        )
+        local = self.rasters.local_files(self.files, build / SOURCES_DIR)
+        report.line(f"Sources: {sum(p.stat().st_size for p in local)} bytes in the build")
+        return local
+
+
 def _build(
     where: LayerLocation,
-    files: list[Path],
-    descriptors: list[dict[str, Any]],
+    sources: _Sources,
     build: Path,
     report: JobReporter,
     *,
@@ -304,13 +347,17 @@ def _build(
     ``urls`` are the layer's tile URL templates by format, for the result.
     """
     build.mkdir(parents=True, exist_ok=True)
+    descriptors = sources.descriptors
+    files = sources.local(build, report, reuse=reuse)
     t_preview = time.monotonic()
     previews = _previews(files, build, report, reuse=reuse, choices=choices)
     ms_preview = int((time.monotonic() - t_preview) * 1000)
 
     t_vrt = time.monotonic()
     if len(files) > 1:
-        source = mosaic_source(where, files)
+        # over the copies in the build, or the files where they are (shared with the info)
+        mosaic = build if sources.rasters.remote else where.derived_dir
+        source = _mosaic(mosaic / MOSAIC_VRT, files)
         preview_source = build / "mosaic-preview.vrt"
         report.line(f"VRT: {len(files)} files -> {source.name}")
         write_atomic(preview_source, mosaic_vrt(previews, build))

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from shared.errors import InvalidInputError
 from shared.paths import resolve_inside
 from shared.workdir import WorkDir
 
 __all__ = [
+    "HEAD_BYTES",
     "RASTER_SUFFIXES",
     "decode_id",
     "encode_id",
     "is_raster_file",
+    "looks_like_raster",
     "normalise_path",
     "raster_root",
     "relative",
@@ -120,15 +122,32 @@ def relative(root: Path, path: Path) -> str:
     return "" if rel == "." else rel
 
 
+#: How many first bytes of a file :func:`looks_like_raster` looks at.
+HEAD_BYTES = 64
+
+
 def is_raster_file(path: Path) -> bool:
     """Whether ``path`` is a GeoTIFF or VRT by its suffix and its first bytes."""
     if path.suffix.lower() not in RASTER_SUFFIXES or not path.is_file():
         return False
     try:
         with path.open("rb") as f:
-            head = f.read(64)
+            head = f.read(HEAD_BYTES)
     except OSError:
         return False
-    if path.suffix.lower() == ".vrt":
+    return looks_like_raster(path.name, head)
+
+
+def looks_like_raster(name: str, head: bytes) -> bool:
+    """Whether a file called ``name`` whose first bytes are ``head`` is a GeoTIFF or VRT.
+
+    Args:
+        name: the file's name (its suffix must be one of :data:`RASTER_SUFFIXES`).
+        head: its first :data:`HEAD_BYTES` bytes (fewer for a shorter file).
+    """
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix not in RASTER_SUFFIXES:
+        return False
+    if suffix == ".vrt":
         return head.lstrip().startswith(b"<VRTDataset")
     return head[:4] in _TIFF_MAGIC

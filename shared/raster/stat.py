@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import rasterio
@@ -13,7 +11,7 @@ import rasterio
 from shared.raster.catalog import layer_files
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, extent_polygon, proj4
-from shared.raster.paths import resolve
+from shared.raster.store import RasterStore, StoredItem
 from shared.raster.truncation import check_not_truncated
 
 __all__ = ["describe_file", "raster_stat"]
@@ -24,11 +22,12 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
-def describe_file(path: Path) -> dict[str, Any]:
+def describe_file(rasters: RasterStore, file: StoredItem) -> dict[str, Any]:
     """The descriptor of one raster file (spec 2.3), with ``err`` set when it cannot be read.
 
     Args:
-        path: the raster file.
+        rasters: the store of the file (it knows the sizes of the raster's files).
+        file: the raster file.
 
     Returns:
         ``name``, ``size``, ``extent`` and ``geom`` (EPSG:4326), ``bands``, ``crs`` (proj4),
@@ -37,8 +36,8 @@ def describe_file(path: Path) -> dict[str, Any]:
     """
     t0 = time.monotonic()
     info: dict[str, Any] = {
-        "name": path.name,
-        "size": os.stat(path).st_size,
+        "name": file.name,
+        "size": file.size,
         "extent": None,
         "geom": None,
         "bands": "",
@@ -47,7 +46,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "err": "",
     }
     try:
-        with rasterio.open(path) as ds:
+        with rasterio.open(file.gdal_path) as ds:
             info["rasterSize"] = [ds.width, ds.height]
             info["bands"] = ",".join(ci.name.capitalize() for ci in ds.colorinterp)
             if ds.crs is None:
@@ -57,46 +56,49 @@ def describe_file(path: Path) -> dict[str, Any]:
                 extent = extent_4326(ds.crs, ds.bounds)
                 info["extent"] = extent
                 info["geom"] = extent_polygon(extent)
-            check_not_truncated(ds)
+            check_not_truncated(ds, size_of=rasters.file_size)
     except GDAL_ERRORS as exc:
         info["err"] = gdal_message(exc)
     info["time"] = int((time.monotonic() - t0) * 1000)
     return info
 
 
-def raster_stat(root: Path, rel_path: str) -> dict[str, Any]:
+def raster_stat(rasters: RasterStore, rel_path: str) -> dict[str, Any]:
     """Statistics of a raster file or folder (spec 2.3, without ``time``).
+
+    A folder's times are its own on a file system; in a bucket, which has no folders, those of
+    its oldest and its newest object.
 
     Raises:
         InvalidInputError: the path leads outside the raster root.
         NotFoundError: nothing at the path, or a folder without rasters.
+        UnavailableError: the object storage cannot be reached.
     """
-    path = resolve(root, rel_path)
-    st = os.stat(path)
-    files = layer_files(root, rel_path)
-    if path.is_file():
+    item = rasters.item(rel_path)
+    files = layer_files(rasters, rel_path)
+    if not item.is_dir:
         return {
             "type": "file",
             "stat": {
-                "cdate": _iso(st.st_ctime),
-                "edate": _iso(st.st_mtime),
-                "size": st.st_size,
+                "cdate": _iso(item.created),
+                "edate": _iso(item.modified),
+                "size": item.size,
                 "count": 1,
             },
-            "files": [describe_file(path)],
+            "files": [describe_file(rasters, item)],
         }
     entries = []
     for file in files:
         entry: dict[str, Any] = {"name": file.name}
-        err = describe_file(file)["err"]
+        err = describe_file(rasters, file)["err"]
         if err:
             entry["err"] = err
         entries.append(entry)
     return {
         "type": "dir",
         "stat": {
-            "cdate": _iso(st.st_ctime),
-            "edate": _iso(st.st_mtime),
+            "cdate": _iso(item.created),
+            "edate": _iso(item.modified),
             "size": None,
             "count": len(files),
         },

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import rasterio
 from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
-__all__ = ["Level", "check_not_truncated", "overview_levels"]
+__all__ = ["Level", "SizeOf", "check_not_truncated", "overview_levels"]
+
+#: The size in bytes of a file GDAL names (a local path, or a ``/vsis3/`` one); OSError if none.
+SizeOf = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,9 @@ def overview_levels(ds: Any) -> list[Level]:
     return levels
 
 
-def check_not_truncated(ds: Any, levels: Sequence[Level] | None = None) -> None:
+def check_not_truncated(
+    ds: Any, levels: Sequence[Level] | None = None, size_of: SizeOf = os.path.getsize
+) -> None:
     """Raise if a GeoTIFF block lies (partly) past the end of its file, in GDAL's words.
 
     Reading every block would cost as much as the file. The TIFF directory has each block's
@@ -54,6 +59,7 @@ def check_not_truncated(ds: Any, levels: Sequence[Level] | None = None) -> None:
     Args:
         ds: an open rasterio dataset.
         levels: its overview levels, when the caller has read them already.
+        size_of: how the sizes of its files are found (in object storage, by the store).
 
     Raises:
         RasterioIOError: a block ends past the end of the file; the message is GDAL's when
@@ -63,13 +69,13 @@ def check_not_truncated(ds: Any, levels: Sequence[Level] | None = None) -> None:
         return
     pixel_interleaved = ds.tags(ns="IMAGE_STRUCTURE").get("INTERLEAVE") == "PIXEL"
     bands = list(ds.indexes[:1] if pixel_interleaved else ds.indexes)
-    path = Path(ds.name)
+    size = size_of(ds.name)
     # overviews come from the .ovr file when there is one
     ovr = f"{ds.name}.ovr"
-    ovr_size = Path(ovr).stat().st_size if ovr in ds.files else path.stat().st_size
+    ovr_size = size_of(ovr) if ovr in ds.files else size
     full = Level(-1, ds.width, ds.height, list(ds.block_shapes))
     for level in [full, *(overview_levels(ds) if levels is None else levels)]:
-        file_size = path.stat().st_size if level is full else ovr_size
+        file_size = size if level is full else ovr_size
         for bidx in bands:
             _check_blocks(ds, level, bidx, file_size)
 

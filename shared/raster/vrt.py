@@ -1,12 +1,14 @@
 """GDAL virtual rasters (VRT) written as XML: a mosaic of files, a subset of bands, overviews.
 
 GDAL reads the XML as a file or straight from a string, so the same documents serve as layer
-sources (Mapnik, rasterio) and as the input of a copy (compression).
+sources (Mapnik, rasterio) and as the input of a copy (compression). A source is a local file or
+a GDAL virtual path (``/vsis3/…``); the latter is always named as it is, never relative.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -14,9 +16,12 @@ from xml.etree import ElementTree as ET
 import rasterio
 
 from shared.errors import UnprocessableError
-from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, gdal_message
+from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, file_name, gdal_message, is_vsi
 
-__all__ = ["band_subset_vrt", "mosaic_vrt", "with_overviews"]
+__all__ = ["RasterPath", "band_subset_vrt", "mosaic_vrt", "with_overviews"]
+
+#: A raster file: a local path, or a path GDAL reads through a virtual file system.
+RasterPath = str | Path
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -40,18 +45,21 @@ def _nodata_text(value: float) -> str:
 def _source(
     vband: ET.Element,
     tag: str,
-    path: Path,
+    path: RasterPath,
     vrt_dir: Path | None,
     band: int,
     meta: dict[str, Any],
     block: tuple[int, int],
 ) -> ET.Element:
-    """A source of a VRT band: its file (relative to ``vrt_dir`` when given), band, shape."""
+    """A source of a VRT band: its file (relative to ``vrt_dir`` when given and local), band,
+    shape."""
     source = _sub(vband, tag)
-    if vrt_dir is None:
-        _sub(source, "SourceFilename", str(path.resolve()), relativeToVRT="0")
+    if is_vsi(path):
+        _sub(source, "SourceFilename", str(path), relativeToVRT="0")
+    elif vrt_dir is None:
+        _sub(source, "SourceFilename", str(Path(path).resolve()), relativeToVRT="0")
     else:
-        name = os.path.relpath(path.resolve(), vrt_dir.resolve())
+        name = os.path.relpath(Path(path).resolve(), vrt_dir.resolve())
         _sub(source, "SourceFilename", name, relativeToVRT="1")
     _sub(source, "SourceBand", str(band))
     _sub(
@@ -66,14 +74,15 @@ def _source(
     return source
 
 
-def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
+def mosaic_vrt(files: Sequence[RasterPath], vrt_dir: Path) -> str:
     """A VRT that mosaics raster files of one CRS, band count and data type.
 
-    The resolution is the average of the files' (as ``gdalbuildvrt`` does); sources are
+    The resolution is the average of the files' (as ``gdalbuildvrt`` does); local sources are
     written relative to ``vrt_dir``, where the VRT is to be saved.
 
     Args:
-        files: the rasters, in the order later files are drawn over earlier ones.
+        files: the rasters (local or ``/vsis3/…``), in the order later files are drawn over
+            earlier ones.
         vrt_dir: the folder the VRT will be written to.
 
     Returns:
@@ -98,24 +107,26 @@ def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
                     )
                 )
         except GDAL_ERRORS as exc:
-            raise UnprocessableError(f"{path.name}: {gdal_message(exc)}", file=path.name) from exc
+            name = file_name(path)
+            raise UnprocessableError(f"{name}: {gdal_message(exc)}", file=name) from exc
     first = metas[0][1]
     for path, meta, *_ in metas:
+        name = file_name(path)
         if meta["crs"] != first["crs"]:
             crss = sorted({str(m["crs"]) for _, m, *_ in metas})
             raise UnprocessableError(
                 "the files of this folder are in different coordinate systems "
                 f"({', '.join(crss)}); put each CRS in a folder of its own",
-                file=path.name,
+                file=name,
             )
         if meta["count"] != first["count"] or meta["dtype"] != first["dtype"]:
             raise UnprocessableError(
-                f"{path.name} has {meta['count']} band(s) of {meta['dtype']}, "
-                f"{metas[0][0].name} has {first['count']} of {first['dtype']}",
-                file=path.name,
+                f"{name} has {meta['count']} band(s) of {meta['dtype']}, "
+                f"{file_name(metas[0][0])} has {first['count']} of {first['dtype']}",
+                file=name,
             )
         if meta["transform"].b or meta["transform"].d:
-            raise UnprocessableError(f"{path.name} has a rotated grid", file=path.name)
+            raise UnprocessableError(f"{name} has a rotated grid", file=name)
     resx = sum(res[0] for *_, res, _, _ in metas) / len(metas)
     resy = sum(res[1] for *_, res, _, _ in metas) / len(metas)
     minx = min(b.left for _, _, b, *_ in metas)
@@ -159,7 +170,7 @@ def mosaic_vrt(files: list[Path], vrt_dir: Path) -> str:
 
 
 def band_subset_vrt(
-    source: Path,
+    source: RasterPath,
     bands: list[int],
     data_type: str,
     color_interp: list[str],
@@ -169,7 +180,7 @@ def band_subset_vrt(
 
     This is what ``gdal_translate -ot <type> -b 1 -b 2 … -colorinterp …`` builds internally.
     The source is named by its absolute path, or relative to ``vrt_dir`` when the VRT is to be
-    saved there.
+    saved there (a ``/vsis3/…`` source always as it is).
 
     Raises:
         UnprocessableError: the raster cannot be read or lacks one of the bands.
@@ -180,12 +191,13 @@ def band_subset_vrt(
             band_tags = {b: ds.tags(b) for b in bands if b <= ds.count}
             block = ds.block_shapes[0]
     except GDAL_ERRORS as exc:
-        raise UnprocessableError(f"{source.name}: {gdal_message(exc)}", file=source.name) from exc
+        name = file_name(source)
+        raise UnprocessableError(f"{name}: {gdal_message(exc)}", file=name) from exc
     missing = [b for b in bands if b > meta["count"]]
     if missing:
         raise UnprocessableError(
-            f"{source.name} has {meta['count']} band(s); band(s) {missing} are required",
-            file=source.name,
+            f"{file_name(source)} has {meta['count']} band(s); band(s) {missing} are required",
+            file=file_name(source),
         )
     root = ET.Element("VRTDataset", rasterXSize=str(meta["width"]), rasterYSize=str(meta["height"]))
     if meta["crs"] is not None:

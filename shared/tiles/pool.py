@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import UnavailableError
+from shared.metrics import RENDER_QUEUE
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea
 from shared.tiles.png import Rendered
@@ -109,10 +110,12 @@ class RenderPool:
             )
         self.pending += 1
         self.pending_large += large
+        RENDER_QUEUE.inc()
 
     def _release(self, large: bool) -> None:
         self.pending -= 1
         self.pending_large -= large
+        RENDER_QUEUE.dec()
 
     def _pool(self) -> ProcessPoolExecutor:
         with self._lock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -224,8 +225,16 @@ class PretileRunner:
         variant = job.variant
         codec = self.encoding.codec(variant.format)
         writes: list[tuple[Future[str], bool]] = []
-        stored = 0  # writes known to have succeeded, in order (one writer: they end in order)
+        failed = threading.Event()  # a write failed: the rest of the chunk is not rendered
         error: BaseException | None = None
+
+        def put(key: str, data: bytes) -> str:
+            try:
+                return store.put(key, data)
+            except BaseException:
+                failed.set()
+                raise
+
         with ThreadPoolExecutor(1, thread_name_prefix="pretile-store") as writer:
             try:
                 for tile in chunk.tiles():
@@ -236,13 +245,9 @@ class PretileRunner:
                     rendered = self.renderer.render_tile(
                         job.style, job.lang, tile, codec, variant.scale
                     )
-                    writes.append((writer.submit(store.put, key, rendered.data), rendered.empty))
-                    while stored < len(writes) and writes[stored][0].done():
-                        if writes[stored][0].exception() is not None:
-                            break
-                        stored += 1
-                    if stored < len(writes) and writes[stored][0].done():
-                        break  # a write failed: the rest of the chunk is not rendered
+                    writes.append((writer.submit(put, key, rendered.data), rendered.empty))
+                    if failed.is_set():
+                        break
             except Exception as exc:  # noqa: BLE001 - reported below, once the writes are done
                 error = exc
         # the writes are done (the executor waited): count what was stored
@@ -256,6 +261,10 @@ class PretileRunner:
             return None
         if isinstance(error, MapsvcError):
             return f"{_place(chunk)}: {error.message}"
+        if isinstance(error, OSError):  # the tile cache's disk: full, read-only, …
+            reason = f"the tile cache could not be written: {error.strerror or error}"
+            log.warning("pretile chunk %s: %s", chunk, reason)
+            return f"{_place(chunk)}: {reason}"
         log.error("pretile chunk %s failed", chunk, exc_info=error)
         return f"{_place(chunk)}: internal error {type(error).__name__}"
 

@@ -7,12 +7,14 @@ Mapnik holds the GIL while it renders, so the API renders in a pool of processes
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
+from shared.metrics import RENDER_SECONDS
 from shared.tiles.encoding import JPEG_BACKGROUND, PNG_CODEC, PNG_FORMAT, Codec
 from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.png import Rendered
@@ -82,6 +84,7 @@ class TileRenderer:
             UnprocessableError: the style or its raster cannot be read.
             InvalidInputError: ``srs`` is not a CRS PROJ knows.
         """
+        started = time.perf_counter()
         m = self._load(style, lang).map
         srs, width, height = area.srs, area.width, area.height
         m.resize(width, height)
@@ -101,7 +104,9 @@ class TileRenderer:
                 f"rendering {style!r} failed: {exc}".splitlines()[0], style=style
             ) from exc
         empty = not image.painted() or _blank(image)
-        return Rendered(_encode(image, codec), empty)
+        rendered = Rendered(_encode(image, codec), empty)
+        RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
+        return rendered
 
     def render_tile(
         self, style: str, lang: str, tile: TileAddress, codec: Codec = PNG_CODEC, scale: int = 1

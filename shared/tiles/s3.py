@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
-__all__ = ["S3TileStore"]
+__all__ = ["S3TileStore", "is_missing_key", "s3_client", "storage_reason"]
 
 T = TypeVar("T")
 
@@ -92,26 +92,16 @@ class S3TileStore:
         """
         self.bucket = bucket
         self.prefix = _prefix(prefix)
-        config = Config(
-            region_name=region,
-            connect_timeout=connect_timeout_s,
-            read_timeout=read_timeout_s,
-            retries={"max_attempts": max_attempts, "mode": "standard"},
-            max_pool_connections=max_pool_connections,
-            s3={"addressing_style": addressing_style},
-            # checksums only where S3 requires them: other S3-compatible servers refuse
-            # the CRC headers that newer boto3 versions add to every upload
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
-        # a session of its own: boto3's default session is not safe to share between threads
-        self._client: S3Client = boto3.session.Session().client(
-            "s3",
+        self._client = s3_client(
             endpoint_url=endpoint_url,
-            region_name=region,
-            aws_access_key_id=access_key_id,
-            aws_secret_access_key=secret_access_key,
-            config=config,
+            region=region,
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+            addressing_style=addressing_style,
+            connect_timeout_s=connect_timeout_s,
+            read_timeout_s=read_timeout_s,
+            max_attempts=max_attempts,
+            max_pool_connections=max_pool_connections,
         )
 
     def _key(self, key: str) -> str:
@@ -122,7 +112,7 @@ class S3TileStore:
         try:
             return call()
         except ClientError as exc:
-            if _is_missing_key(exc):
+            if is_missing_key(exc):
                 return None
             raise self._unavailable(action, key, exc) from exc
         except BotoCoreError as exc:
@@ -221,7 +211,7 @@ class S3TileStore:
     def _unavailable(self, action: str, key: str, exc: Exception) -> UnavailableError:
         logger.warning("object storage: %s %s failed: %s", action, key, exc)
         return UnavailableError(
-            f"object storage: {action} failed: {_reason(exc, self.bucket)}",
+            f"object storage: {action} failed: {storage_reason(exc, self.bucket)}",
             bucket=self.bucket,
             key=key,
         )
@@ -237,15 +227,56 @@ class S3TileStore:
         self.close()
 
 
-def _is_missing_key(exc: ClientError) -> bool:
+def s3_client(
+    *,
+    endpoint_url: str | None,
+    region: str,
+    access_key_id: str | None,
+    secret_access_key: str | None,
+    addressing_style: Literal["path", "virtual", "auto"],
+    connect_timeout_s: float = 3.0,
+    read_timeout_s: float = 10.0,
+    max_attempts: int = 3,
+    max_pool_connections: int = 32,
+) -> S3Client:
+    """A boto3 S3 client with explicit timeouts and bounded retries (see `S3TileStore`).
+
+    Every object storage client of the service is made here (the tile cache, the raster store).
+    """
+    config = Config(
+        region_name=region,
+        connect_timeout=connect_timeout_s,
+        read_timeout=read_timeout_s,
+        retries={"max_attempts": max_attempts, "mode": "standard"},
+        max_pool_connections=max_pool_connections,
+        s3={"addressing_style": addressing_style},
+        # checksums only where S3 requires them: other S3-compatible servers refuse
+        # the CRC headers that newer boto3 versions add to every upload
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    # a session of its own: boto3's default session is not safe to share between threads
+    client: S3Client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key,
+        config=config,
+    )
+    return client
+
+
+def is_missing_key(exc: ClientError) -> bool:
+    """Whether ``exc`` says the key is not stored (and not that the bucket is missing)."""
     error = exc.response.get("Error", {})
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     code = error.get("Code", "")
     return code in _MISSING_KEY_CODES or (status == 404 and code != "NoSuchBucket")
 
 
-def _reason(exc: Exception, bucket: str) -> str:
-    # a message fit for a user: what is wrong, without the endpoint's address
+def storage_reason(exc: Exception, bucket: str) -> str:
+    """Why a call to object storage failed, fit for a user (the endpoint's address left out)."""
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = error.get("Code", "?")

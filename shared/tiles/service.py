@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from rasterio.warp import transform_bounds
 
+from shared.metrics import count_tile_lookup
 from shared.singleflight import SingleFlight
 from shared.tiles.encoding import DEFAULT_ENCODING, Encoding, empty_tile
 from shared.tiles.formats import PNG_TILE, TileVariant
@@ -18,6 +20,8 @@ from shared.tiles.store import StoredTile, TileStore, etag_of, tile_key
 from shared.tiles.styles import StyleInfo, read_style
 
 __all__ = ["TileResult", "TileService"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,12 +35,19 @@ class TileResult:
 
 
 class TileService:
-    """Tiles of the styles in ``mapnik_dir``, cached in a store."""
+    """Tiles of the styles in ``mapnik_dir``, cached in a store.
 
-    def __init__(self, mapnik_dir: Path, pool: RenderPool, tile_size: int = 256) -> None:
+    Each look-up in the cache is counted (``mapsvc_tile_cache_requests_total``), by layer and
+    result, and by zoom too with ``count_zoom``.
+    """
+
+    def __init__(
+        self, mapnik_dir: Path, pool: RenderPool, tile_size: int = 256, *, count_zoom: bool = False
+    ) -> None:
         self.mapnik_dir = mapnik_dir
         self.pool = pool
         self.tile_size = tile_size
+        self.count_zoom = count_zoom
         # concurrent requests for one uncached tile share one render (and one write)
         self._inflight: SingleFlight[tuple[Rendered, str]] = SingleFlight()
         #: tiles rendered for the cache by this process (a concurrent miss renders once)
@@ -79,6 +90,7 @@ class TileService:
         key = tile_key(style, lang, tile, variant)
         if not refresh:
             cached: StoredTile | None = await asyncio.to_thread(store.read, key)
+            count_tile_lookup(style, cached is not None, tile.z if self.count_zoom else None)
             if cached is not None:
                 return TileResult(cached.data, cached.etag, "HIT", False)
 
@@ -89,7 +101,11 @@ class TileService:
         async def render_and_store() -> tuple[Rendered, str]:
             rendered = await render()
             self.renders += 1
-            return rendered, await asyncio.to_thread(store.put, key, rendered.data)
+            try:
+                return rendered, await asyncio.to_thread(store.put, key, rendered.data)
+            except OSError as exc:  # a full or failing disk: the tile is served, not cached
+                log.error("tile cache write of %s failed, served uncached: %s", key, exc)
+                return rendered, etag_of(rendered.data)
 
         if refresh:
             rendered = await render()

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from shared.errors import InvalidInputError, MapsvcError, UnavailableError, UnprocessableError
+from shared.metrics import VECTOR_SECONDS, timed
 from shared.vector.catalog import VectorLayer, ident
 from shared.vector.db import pyformat, read_pool
 from shared.vector.query import LayerQuery, where_sql
@@ -148,6 +149,7 @@ class GeoJsonPage:
         yield "], " + json.dumps(closing)[1:]
 
 
+@timed(VECTOR_SECONDS.labels("geojson"))
 async def open_geojson(
     engine: AsyncEngine,
     layer: VectorLayer,

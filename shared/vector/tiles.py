@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.metrics import VECTOR_SECONDS, timed
 from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
 from shared.vector.db import pyformat, read_pool
@@ -18,6 +19,7 @@ __all__ = ["EXTENT", "tilejson", "vector_tile"]
 EXTENT, BUFFER = 4096, 64
 
 
+@timed(VECTOR_SECONDS.labels("tile"))
 async def vector_tile(
     engine: AsyncEngine,
     layer: VectorLayer,

@@ -4,8 +4,11 @@ Two "hosts" are two network namespaces this script makes (``ip netns``), each jo
 machine by a veth pair with addresses of its own (10.231.1.0/24, 10.231.2.0/24) and each with a
 host name of its own (``unshare --uts``). Each runs one mapsvc Celery worker with the same
 concurrency. They share, over that network only, what hosts of a deployment share: a Redis, a
-PostgreSQL cluster and an S3-compatible server (moto) holding the source raster, all started by
-this script and listening on the veth addresses. The API runs outside the namespaces.
+PostgreSQL cluster and an S3-compatible server (moto) holding the source raster
+(``MAPSVC_RASTER_STORE=s3``), all started by this script and listening on the veth addresses. The
+API runs outside the namespaces. The work dir (the layer's Mapnik XML and its build, which holds
+the copy of the source that configuration fetched from the bucket, and the tile cache) is the
+machine's disk, which both namespaces see: on real hosts, a shared volume.
 
 The same pre-tiling job (``nocache=1``, the tile cache cleared first) runs with the first host's
 worker alone, then with both: the second must render chunks too (the job's result says what each
@@ -57,6 +60,7 @@ from tests.bench.bench_tiles import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+RASTER_BUCKET, TILE_BUCKET, S3_KEY = "bench-rasters", "bench-tiles", "bench"
 #: the machine's side of host i is 10.231.i.1, the host's own address 10.231.i.2
 NET = "10.231.{i}.{n}"
 
@@ -125,6 +129,36 @@ def start_postgres(stack: ExitStack, work: Path, port: int, binds: Sequence[str]
     return start(stack, "postgres", argv, work / "logs" / "postgres.log", dict(os.environ), work)
 
 
+def start_s3(stack: ExitStack, work: Path, port: int) -> Server:
+    """moto in server mode, on every address (the hosts reach it at their gateway)."""
+    argv = [sys.executable, "-m", "moto.server", "-H", "0.0.0.0", "-p", str(port)]
+    return start(stack, "moto", argv, work / "logs" / "moto.log", dict(os.environ), work)
+
+
+def upload_scene(server: Server, url: str, cog: Path, deadline: Deadline) -> None:
+    """The buckets (rasters, tiles) and the scene at its raster path; the local file removed."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    s3 = boto3.client(
+        "s3", endpoint_url=url, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_KEY
+    )
+    end = time.monotonic() + deadline.left(30)
+    while True:
+        server.check()
+        try:
+            s3.list_buckets()
+            break
+        except BotoCoreError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+    for bucket in (RASTER_BUCKET, TILE_BUCKET):
+        s3.create_bucket(Bucket=bucket)
+    s3.upload_file(str(cog), RASTER_BUCKET, SCENE_REL)
+    cog.unlink()  # read from the bucket only
+
+
 def wait_postgres(server: Server, port: int, deadline: Deadline) -> None:
     import psycopg
 
@@ -150,11 +184,18 @@ class Shared:
 
     redis: int
     postgres: int
+    s3: int
 
     def env(self, at: str) -> dict[str, str]:
         return {
             "MAPSVC_REDIS_URL": f"redis://{at}:{self.redis}/0",
             "MAPSVC_DATABASE_URL": f"postgresql+psycopg://postgres@{at}:{self.postgres}/mapsvc",
+            "MAPSVC_RASTER_STORE": "s3",
+            "MAPSVC_RASTER_S3_BUCKET": RASTER_BUCKET,
+            "MAPSVC_S3_BUCKET": TILE_BUCKET,
+            "MAPSVC_S3_ENDPOINT_URL": f"http://{at}:{self.s3}",
+            "MAPSVC_S3_ACCESS_KEY_ID": S3_KEY,
+            "MAPSVC_S3_SECRET_ACCESS_KEY": S3_KEY,
         }
 
 
@@ -230,13 +271,15 @@ def main() -> int:  # noqa: C901 - one run, step by step
             stack.callback(shutil.rmtree, work, ignore_errors=True)
         hosts = [make_host(stack, i) for i in (1, 2)]
         binds = ["127.0.0.1", *(h.gateway for h in hosts)]
-        shared = Shared(free_port(), free_port())
+        shared = Shared(free_port(), free_port(), free_port())
         services = [
             start_redis(stack, work, shared.redis, binds),
             start_postgres(stack, work, shared.postgres, binds),
+            start_s3(stack, work, shared.s3),
         ]
         wait_postgres(services[1], shared.postgres, deadline)
         cog, about = make_cog(work)
+        upload_scene(services[2], f"http://127.0.0.1:{shared.s3}", cog, deadline)
         base_env = {
             **os.environ,
             "MAPSVC_WORK_DIR": str(work),
@@ -260,7 +303,8 @@ def main() -> int:  # noqa: C901 - one run, step by step
         print(f"scene: {about}")
         print(
             f"hosts: {', '.join(f'{h.name} {h.addr} (via {h.gateway})' for h in hosts)};"
-            f" Redis :{shared.redis}, PostgreSQL :{shared.postgres} on {', '.join(binds)};"
+            f" Redis :{shared.redis}, PostgreSQL :{shared.postgres}, S3 (moto, the raster)"
+            f" :{shared.s3} on {', '.join(binds)};"
             f" {args.processes} worker process(es) per host; {os.cpu_count()} CPUs;"
             f" load {load_average()}"
         )
@@ -286,8 +330,10 @@ def main() -> int:  # noqa: C901 - one run, step by step
                 )
                 if set(did) != names or not all(w["chunks"] for w in did.values()):
                     raise RuntimeError(f"expected chunks by every one of {sorted(names)}: {did}")
-                if pretiled_count(result) != len(cached_tiles(cache_dir)):
-                    raise RuntimeError("the tiles stored differ from the tiles counted")
+                planned, stored = result["plan"]["total"], len(cached_tiles(cache_dir))
+                counted = pretiled_count(result)
+                if not counted == stored == planned:
+                    raise RuntimeError(f"tiles planned {planned}, counted {counted}, kept {stored}")
                 runs[count].append((wall, result))
         ratio = statistics.median(
             (pretiled_count(b) or 0) / wb / ((pretiled_count(a) or 0) / wa)

@@ -83,7 +83,7 @@ def stalled_record(store: JobStore, silent_s: float) -> str:
     job_id = str(uuid.uuid4())
     store.create(job_id, "probe", {"steps": 5, "delay_ms": 0, "fail_at": 0})
     report = JobReporter(store, job_id)
-    report.start(worker="gone@host pid 999999")
+    report.start(worker="gone@host pid 999999", kind="test")
     report.line("Probe start: 5 steps, 0 ms apart")
     store.update(job_id, beat=time.time() - silent_s)
     return job_id

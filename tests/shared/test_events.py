@@ -69,7 +69,7 @@ async def test_follow_replays_from_an_entry_and_times_out_idle(
 def test_reporter_lines_end_with_elapsed_ms(store: JobStore, rdb: redis.Redis) -> None:
     job_id = new_job(store)
     report = JobReporter(store, job_id)
-    report.start(worker="w")
+    report.start(worker="w", kind="test")
     report.line("Start raster: x", progress=0.25)
     report.json({"smallRaster": True})
     texts = [f["text"] for _, f in rdb.xrange(events.job_stream(job_id))]

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Any
 
 from shared.jobs import JobReporter
 from shared.raster.compress import compress_layer
 from shared.raster.layer import configure_layer
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
+from shared.raster.store import RasterStore, raster_store, set_gdal_environment
 from shared.tiles.stores import tile_stores
 from workers._job import JobTask
 from workers.celery_app import app, settings
+
+# GDAL reads a raster bucket with the AWS_* options of the environment: set when the worker
+# loads its tasks, before any process of it opens a raster
+set_gdal_environment(settings, os.environ)
+
+
+@functools.cache
+def _rasters() -> RasterStore:
+    # one per worker process: a bucket's store holds a client with its connection pool
+    return raster_store(settings)
 
 
 @app.task(base=JobTask, name="raster.configure")
@@ -34,10 +47,11 @@ def configure(
             refresh=refresh,
             stores=stores.all(),
             resampling=LayerResampling(resampling),
+            rasters=_rasters(),
         )
 
 
 @app.task(base=JobTask, name="raster.compress")
 def compress(report: JobReporter, path: str) -> dict[str, Any]:
-    """Compress the rasters of a layer into ``commpress`` (spec 4.3)."""
-    return compress_layer(settings.work_dir, path, report)
+    """Compress the rasters of a layer into ``commpress`` (spec 4.3), in the layer's store."""
+    return compress_layer(settings.work_dir, path, report, rasters=_rasters())

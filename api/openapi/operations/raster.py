@@ -21,7 +21,8 @@ def operations() -> dict[str, Operation]:
                 text(
                     "query",
                     "folder",
-                    "Folder relative to map/raster (default: the root)",
+                    "Folder relative to the raster root: map/raster, or the prefix of the"
+                    " raster bucket (MAPSVC_RASTER_STORE=s3); default: the root",
                     max_length=MAX_PATH_BYTES,
                 ),
                 NOCACHE,
@@ -36,7 +37,8 @@ def operations() -> dict[str, Operation]:
                 text(
                     "path",
                     "path",
-                    "File or folder relative to map/raster",
+                    "File or folder relative to the raster root (map/raster, or the raster"
+                    " bucket's prefix)",
                     max_length=MAX_PATH_BYTES,
                     example="single/RGB.byte.tif",
                 ),
@@ -72,7 +74,7 @@ def operations() -> dict[str, Operation]:
                 text(
                     "query",
                     "file",
-                    "A file of the layer, relative to map/raster",
+                    "A file of the layer, relative to the raster root",
                     max_length=MAX_PATH_BYTES,
                 ),
                 NOCACHE,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import rasterio
@@ -17,7 +17,7 @@ from shared.raster.info.corners import corners
 from shared.raster.info.crs import coordinate_system
 from shared.raster.info.metadata import DATASET_DOMAINS, metadata
 from shared.raster.info.numbers import atoi
-from shared.raster.truncation import Level, check_not_truncated, overview_levels
+from shared.raster.truncation import Level, SizeOf, check_not_truncated, overview_levels
 
 __all__ = ["read"]
 
@@ -33,11 +33,12 @@ _GDAL_ENV: dict[str, Any] = {
 _NO_GEOTRANSFORM = (0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
 
 
-def read(path: Path) -> dict[str, Any]:
+def read(path: str, size_of: SizeOf = os.path.getsize) -> dict[str, Any]:
     """Open ``path``, check that none of its image data is cut off, and describe it.
 
     Args:
-        path: a raster file; the path string as given becomes ``description``.
+        path: a raster file as GDAL opens it; the path as given becomes ``description``.
+        size_of: the size of a file of the raster (for the check of truncated data).
 
     Returns:
         The object ``gdalinfo -json`` prints for it.
@@ -46,7 +47,7 @@ def read(path: Path) -> dict[str, Any]:
         UnprocessableError: GDAL cannot open the file, or it is truncated; the message
             carries GDAL's own words.
     """
-    name = str(path)
+    name = path
     try:
         with rasterio.Env(**_GDAL_ENV) as env:
             with warnings.catch_warnings():
@@ -57,7 +58,7 @@ def read(path: Path) -> dict[str, Any]:
                 # GeoTIFF cannot store the identity as one)
                 has_geotransform = ds.transform.to_gdal() != _NO_GEOTRANSFORM
                 levels = overview_levels(ds)
-                check_not_truncated(ds, levels)
+                check_not_truncated(ds, levels, size_of)
                 return _describe(ds, name, env.drivers(), has_geotransform, levels)
     except GDAL_ERRORS as exc:
         raise UnprocessableError(f"{name}: {gdal_message(exc)}", path=name) from exc

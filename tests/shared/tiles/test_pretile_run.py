@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import threading
+from concurrent.futures import Future
 
 import pytest
 
@@ -99,7 +101,11 @@ def test_stored_tiles_are_skipped_unless_refreshed() -> None:
 @pytest.mark.parametrize(
     ("failure", "message"),
     [
-        (OSError("disk full"), "zoom 10 chunk 4,6: internal error OSError"),
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            "zoom 10 chunk 4,6: the tile cache could not be written: No space left on device",
+        ),
+        (RuntimeError("a bug"), "zoom 10 chunk 4,6: internal error RuntimeError"),
         (UnavailableError("object storage is down"), "zoom 10 chunk 4,6: object storage is down"),
     ],
 )
@@ -127,3 +133,28 @@ def test_a_failed_render_stops_the_chunk_after_storing_the_tiles_before_it() -> 
     assert error == "zoom 10 chunk 4,6: the raster of style 's' is gone"
     assert sorted(store.tiles) == sorted(key(TileAddress(10, x, 6)) for x in (4, 5))
     assert (counts["rendered"], counts["empty"]) == (2, 1)
+
+
+def test_a_write_that_ends_as_it_is_looked_at_does_not_stop_the_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A write that succeeded between two looks at it (still running, then done) once passed
+    # for a failed one: the chunk stopped early, its other tiles neither made nor counted, and
+    # no error (a run came out 11 tiles short). Each write here looks still running to the
+    # first look, done to the next: the moment of that race, every time.
+    looked: set[int] = set()
+    done = Future.done
+
+    def first_look_running(future: Future[str]) -> bool:
+        if id(future) not in looked:
+            looked.add(id(future))
+            return False
+        return done(future)
+
+    monkeypatch.setattr(Future, "done", first_look_running)
+    store = FakeStore()
+
+    error, counts = run(FakeRenderer(), store)
+
+    assert error is None
+    assert counts["rendered"] == len(store.tiles) == CHUNK.size
