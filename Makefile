@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress
+.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress web screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) web
+
+# the web pages (api/web: the viewer, the API docs) into api/web/dist: npm ci and the build,
+# each skipped when its inputs are unchanged (deploy/web.sh keeps their hash)
+web:
+	bash deploy/web.sh
 
 services:
 	bash deploy/services.sh
@@ -29,6 +34,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	cd api/web && node_modules/.bin/eslint . && node_modules/.bin/prettier --check .
 
 test: setup
 	bash deploy/services.sh --test-tools
@@ -62,9 +68,14 @@ stress: setup
 	bash deploy/services.sh --test-tools
 	$(BIN)/python -m tests.bench.stress $(STRESS_ARGS)
 
+# the screenshots of the viewer in docs/images, taken by its browser tests
+screenshots: setup
+	bash deploy/services.sh --test-tools
+	MAPSVC_SCREENSHOTS=$(CURDIR)/docs/images $(BIN)/pytest -p no:cacheprovider tests/browser/test_viewer.py
+
 fmt: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache api/web/node_modules api/web/dist

@@ -111,6 +111,10 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
             time.sleep(0.5)
         base = f"http://127.0.0.1:{mine.port}"
         assert f"{base}/api-user/ready" in log.read_text()
+        # the viewer's URL; its page and MapLibre come through the front (the build: make web)
+        assert f"viewer   {base}/viewer" in log.read_text()
+        assert '<div id="map"' in httpx.get(f"{base}/viewer", timeout=10).text
+        assert httpx.get(f"{base}/web/maplibre-gl.mjs", timeout=10).status_code == 200
         ready = httpx.get(f"{base}/api-user/ready", headers=AUTH, timeout=10).json()
         assert ready["status"] == "ready"
         assert ready["checks"]["workers"]["count"] == 1

@@ -26,6 +26,8 @@ __all__ = [
     "ErrorResponse",
     "Feature",
     "FeatureCollection",
+    "FrontDoor",
+    "FrontLink",
     "Health",
     "Job",
     "JobList",
@@ -118,6 +120,23 @@ class SseEvent(_Body):
 
     data: str
     id: str | None = None
+
+
+class FrontLink(BaseModel):
+    """A link of the front door."""
+
+    rel: str
+    href: str
+    type: str
+    title: str
+
+
+class FrontDoor(BaseModel):
+    """The front door: the service, its version, links to its pages and documents."""
+
+    service: Literal["mapsvc"]
+    version: str
+    links: list[FrontLink]
 
 
 class Health(BaseModel):
@@ -376,6 +395,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Job,
     JobList,
     SseEvent,
+    FrontDoor,
     Health,
     Ready,
     RasterListing,

@@ -9,7 +9,7 @@ from starlette.routing import BaseRoute, Route
 from api.access import guarded
 from api.links import api_prefix
 from api.openapi import openapi_document
-from api.routes import admin, auth, jobs, pdf, providers, raster, system, tiles, vector
+from api.routes import admin, auth, jobs, pdf, providers, raster, system, tiles, vector, web
 
 __all__ = ["ROOT_ROUTES", "ROUTES"]
 
@@ -22,6 +22,7 @@ async def get_openapi(request: Request) -> JSONResponse:
 #: the routes under each mount, each behind its rule (``api.access.RULES``)
 ROUTES: list[BaseRoute] = guarded(
     [
+        *web.ROUTES,
         *system.ROUTES,
         Route("/openapi.json", get_openapi, methods=["GET"], name="get_openapi"),
         *jobs.ROUTES,
@@ -34,6 +35,11 @@ ROUTES: list[BaseRoute] = guarded(
         *admin.ROUTES,
     ]
 )
-#: the routes at the root: OAuth 2.0 (the same route objects as under each mount, guarded
-#: above) and the login
-ROOT_ROUTES: list[BaseRoute] = [*auth.ROUTES, *guarded(auth.LOGIN_ROUTES)]
+#: the routes at the root: OAuth 2.0 and the front door (the same route objects as under each
+#: mount, guarded above), the login, and the web pages with their files
+ROOT_ROUTES: list[BaseRoute] = [
+    *auth.ROUTES,
+    *web.ROUTES,
+    *guarded(auth.LOGIN_ROUTES),
+    *guarded(web.PAGE_ROUTES),
+]

@@ -1,0 +1,236 @@
+// The map: MapLibre GL JS over a base drawn from our own countries layer (no outside base
+// map), raster layers as tile sources, vector layers styled by their geometry type.
+import * as maplibregl from "maplibre-gl";
+import { api, apiUrl, authHeaders } from "./api.js";
+
+/** The vector layer drawn as the base, when the catalogue offers it. */
+export const BASE_LAYER = "public.countries";
+const PALETTE = ["#d7263d", "#1b998b", "#f46036", "#2e294e", "#c5d86d", "#3f88c5", "#8f2d56"];
+const BASE_IDS = ["base-fill", "base-line"];
+
+const colour = (id) => PALETTE[[...id].reduce((sum, c) => sum + c.charCodeAt(0), 0) % PALETTE.length];
+
+/** Bounds [w, s, e, n] of a GeoJSON polygon's rings. */
+export function polygonBounds(polygon) {
+  const points = polygon.coordinates.flat();
+  const xs = points.map((p) => p[0]);
+  const ys = points.map((p) => p[1]);
+  return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+}
+
+export class LayerMap {
+  /** onClick({ lngLat, features }), onIdle(drawnIds), onError(message) */
+  constructor(container, { onClick, onIdle, onError }) {
+    this.shown = new Map(); // layer key -> { source, layers }
+    this.map = new maplibregl.Map({
+      container,
+      hash: "map",
+      center: [10, 30],
+      zoom: 1,
+      fadeDuration: 0,
+      attributionControl: false,
+      // the frame stays readable (screenshots, tests reading the canvas)
+      canvasContextAttributes: { preserveDrawingBuffer: true },
+      transformRequest: (url) => ({ url, headers: authHeaders(url) }),
+      style: {
+        version: 8,
+        sources: {},
+        layers: [{ id: "background", type: "background", paint: { "background-color": "#c9dcea" } }],
+      },
+    });
+    this.map.addControl(new maplibregl.NavigationControl({ showCompass: false }));
+    this.map.addControl(new maplibregl.ScaleControl());
+    this.ready = new Promise((resolve) => this.map.on("load", resolve));
+    this.map.on("error", (event) => onError(String(event.error?.message ?? event.error ?? event)));
+    this.map.on("dataloading", () => (container.dataset.state = "loading"));
+    this.map.on("idle", () => {
+      container.dataset.state = "idle";
+      onIdle([...this.shown.keys()].filter((key) => this.map.isSourceLoaded(this.shown.get(key).source)));
+    });
+    this.map.on("click", (event) => {
+      const layers = [...this.shown.values()].flatMap((shown) => (shown.vector ? shown.layers : []));
+      const features = layers.length ? this.map.queryRenderedFeatures(event.point, { layers }) : [];
+      this.mark(event.lngLat);
+      onClick({ lngLat: event.lngLat, features });
+    });
+  }
+
+  /** Draw the base from the catalogue's countries layer, if it is there. */
+  async setBase(catalogue) {
+    await this.ready;
+    for (const id of BASE_IDS) if (this.map.getLayer(id)) this.map.removeLayer(id);
+    if (this.map.getSource("base")) this.map.removeSource("base");
+    const entry = catalogue.find((layer) => layer.id === BASE_LAYER);
+    if (!entry) return false;
+    const tilejson = await api(`gis-datasource/${encodeURIComponent(entry.id)}`);
+    this.map.addSource("base", vectorSource(tilejson));
+    const sourceLayer = tilejson.vector_layers?.[0]?.id ?? entry.id;
+    const before = this.firstOverlay();
+    this.map.addLayer(
+      {
+        id: "base-fill",
+        type: "fill",
+        source: "base",
+        "source-layer": sourceLayer,
+        paint: { "fill-color": "#f3f0e6" },
+      },
+      before,
+    );
+    this.map.addLayer(
+      {
+        id: "base-line",
+        type: "line",
+        source: "base",
+        "source-layer": sourceLayer,
+        paint: { "line-color": "#9a9486", "line-width": 0.6 },
+      },
+      before,
+    );
+    return true;
+  }
+
+  firstOverlay() {
+    return this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:"))?.id;
+  }
+
+  isShown(key) {
+    return this.shown.has(key);
+  }
+
+  /** Show (or hide) a raster layer: its tiles, in the default language. */
+  async showRaster(id, on) {
+    await this.ready;
+    const key = `raster:${id}`;
+    if (!on) return this.hide(key);
+    if (this.shown.has(key)) return;
+    const source = `overlay:${key}`;
+    this.map.addSource(source, {
+      type: "raster",
+      tiles: [apiUrl(`rtile/${id}/{z}/{x}/{y}.png`).replace(/%7B/g, "{").replace(/%7D/g, "}")],
+      tileSize: 256,
+    });
+    // rasters go under every vector overlay
+    const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
+    this.map.addLayer({ id: source, type: "raster", source }, firstVector?.id);
+    this.shown.set(key, { source, layers: [source], vector: false });
+  }
+
+  /** Show (or hide) a vector layer of the catalogue, styled by its geometry type. */
+  async showVector(entry, on) {
+    await this.ready;
+    const key = `vector:${entry.id}`;
+    if (!on) return this.hide(key);
+    if (this.shown.has(key)) return;
+    const tilejson = await api(`gis-datasource/${encodeURIComponent(entry.id)}`);
+    const source = `overlay:${key}`;
+    this.map.addSource(source, vectorSource(tilejson));
+    const sourceLayer = tilejson.vector_layers?.[0]?.id ?? entry.id;
+    const layers = styleLayers(source, sourceLayer, entry.geometry_type, colour(entry.id));
+    for (const layer of layers) this.map.addLayer(layer);
+    this.shown.set(key, { source, layers: layers.map((layer) => layer.id), vector: true });
+  }
+
+  hideAll() {
+    for (const key of [...this.shown.keys()]) this.hide(key);
+  }
+
+  hide(key) {
+    const shown = this.shown.get(key);
+    if (!shown) return;
+    for (const id of shown.layers) this.map.removeLayer(id);
+    this.map.removeSource(shown.source);
+    this.shown.delete(key);
+  }
+
+  fit([west, south, east, north]) {
+    const clamp = (v, limit) => Math.max(-limit, Math.min(limit, v));
+    this.map.fitBounds(
+      [
+        [clamp(west, 180), clamp(south, 85)],
+        [clamp(east, 180), clamp(north, 85)],
+      ],
+      { padding: 30, maxZoom: 16, duration: 0 },
+    );
+  }
+
+  /** A dot where the map was clicked. */
+  mark(lngLat) {
+    const data = {
+      type: "Feature",
+      properties: {},
+      geometry: { type: "Point", coordinates: [lngLat.lng, lngLat.lat] },
+    };
+    if (this.map.getSource("click")) {
+      this.map.getSource("click").setData(data);
+      return;
+    }
+    this.map.addSource("click", { type: "geojson", data });
+    this.map.addLayer({
+      id: "click",
+      type: "circle",
+      source: "click",
+      paint: {
+        "circle-radius": 5,
+        "circle-color": "#fff",
+        "circle-stroke-color": "#1d2733",
+        "circle-stroke-width": 2,
+      },
+    });
+  }
+}
+
+function vectorSource(tilejson) {
+  const source = {
+    type: "vector",
+    tiles: tilejson.tiles,
+    minzoom: tilejson.minzoom ?? 0,
+    maxzoom: tilejson.maxzoom ?? 14,
+  };
+  if (tilejson.bounds) source.bounds = tilejson.bounds;
+  return source;
+}
+
+/** The layers that draw a vector source: fills, lines, circles by geometry type. */
+export function styleLayers(source, sourceLayer, geometryType, paint) {
+  const type = String(geometryType ?? "").toUpperCase();
+  const base = { source, "source-layer": sourceLayer };
+  const fill = {
+    ...base,
+    id: `${source}:fill`,
+    type: "fill",
+    paint: { "fill-color": paint, "fill-opacity": 0.45 },
+  };
+  const outline = {
+    ...base,
+    id: `${source}:outline`,
+    type: "line",
+    paint: { "line-color": paint, "line-width": 1.2 },
+  };
+  const line = {
+    ...base,
+    id: `${source}:line`,
+    type: "line",
+    paint: { "line-color": paint, "line-width": 2.5 },
+  };
+  const circle = {
+    ...base,
+    id: `${source}:circle`,
+    type: "circle",
+    paint: {
+      "circle-color": paint,
+      "circle-radius": 5,
+      "circle-stroke-color": "#fff",
+      "circle-stroke-width": 1,
+    },
+  };
+  if (type.includes("POLYGON")) return [fill, outline];
+  if (type.includes("LINE")) return [line];
+  if (type.includes("POINT")) return [circle];
+  // a column of any geometry: each kind by its own layer ($type is the kind, multi or not)
+  return [
+    { ...fill, filter: ["==", "$type", "Polygon"] },
+    { ...outline, filter: ["==", "$type", "Polygon"] },
+    { ...line, filter: ["==", "$type", "LineString"] },
+    { ...circle, filter: ["==", "$type", "Point"] },
+  ];
+}
