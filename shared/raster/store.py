@@ -39,7 +39,7 @@ from shared.paths import checked_parts, resolve_inside
 from shared.raster.files import atomic_path
 from shared.raster.paths import relative
 from shared.settings import Settings
-from shared.tiles.s3 import is_missing_key, s3_client, storage_reason
+from shared.tiles.s3 import is_missing_key, missing_as_none, s3_client, storage_reason
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -298,14 +298,7 @@ class S3RasterStore:
 
     def _call(self, action: str, key: str, call: Callable[[], T]) -> T | None:
         """``call()``; None when ``key`` is not stored; other failures: UnavailableError."""
-        try:
-            return call()
-        except ClientError as exc:
-            if is_missing_key(exc):
-                return None
-            raise self._unavailable(action, key, exc) from exc
-        except (BotoCoreError, S3UploadFailedError) as exc:
-            raise self._unavailable(action, key, exc) from exc
+        return missing_as_none(call, lambda exc: self._unavailable(action, key, exc))
 
     def _unavailable(self, action: str, key: str, exc: Exception) -> UnavailableError:
         return UnavailableError(

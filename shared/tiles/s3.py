@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
-__all__ = ["S3TileStore", "is_missing_key", "s3_client", "storage_reason"]
+__all__ = ["S3TileStore", "is_missing_key", "missing_as_none", "s3_client", "storage_reason"]
 
 T = TypeVar("T")
 
@@ -109,14 +110,7 @@ class S3TileStore:
 
     def _missing_as_none(self, action: str, key: str, call: Callable[[], T]) -> T | None:
         """``call()``, or None when ``key`` is not stored; other storage errors: 503."""
-        try:
-            return call()
-        except ClientError as exc:
-            if is_missing_key(exc):
-                return None
-            raise self._unavailable(action, key, exc) from exc
-        except BotoCoreError as exc:
-            raise self._unavailable(action, key, exc) from exc
+        return missing_as_none(call, lambda exc: self._unavailable(action, key, exc))
 
     def get(self, key: str) -> bytes | None:
         """The tile stored under ``key``, or None.
@@ -273,6 +267,24 @@ def is_missing_key(exc: ClientError) -> bool:
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     code = error.get("Code", "")
     return code in _MISSING_KEY_CODES or (status == 404 and code != "NoSuchBucket")
+
+
+def missing_as_none(
+    call: Callable[[], T], unavailable: Callable[[Exception], UnavailableError]
+) -> T | None:
+    """``call()``, or None when the key it asks for is not stored.
+
+    Raises:
+        UnavailableError: ``unavailable(exc)`` for any other failure of the storage.
+    """
+    try:
+        return call()
+    except ClientError as exc:
+        if is_missing_key(exc):
+            return None
+        raise unavailable(exc) from exc
+    except (BotoCoreError, S3UploadFailedError) as exc:
+        raise unavailable(exc) from exc
 
 
 def storage_reason(exc: Exception, bucket: str) -> str:

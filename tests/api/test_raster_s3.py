@@ -13,16 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import boto3
 import numpy as np
 import pytest
 import rasterio
 import redis
-from botocore.exceptions import BotoCoreError
 from pydantic import SecretStr
 from rasterio.io import MemoryFile
 from starlette.testclient import TestClient
@@ -42,6 +39,7 @@ from tests.conftest import (
 )
 from tests.jobs import job_lines
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, decode, stored_tiles, tile_url
+from tests.s3 import keys, moto_process, raw
 
 pytestmark = [pytest.mark.worker]
 
@@ -62,54 +60,6 @@ RASTERS = [
 NOT_RASTERS = {"single/notes.txt": b"not a raster", "single/fake.tif": b"text pretending"}
 #: tiles inside the Landsat scene (its quarters cover it too)
 TILES = [(8, 72, 110), (11, 580, 883), (12, 1161, 1767)]
-
-
-def raw(url: str) -> Any:
-    """A plain boto3 client, to look at the bucket without the service."""
-    return boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-
-
-def keys(url: str, prefix: str = "") -> set[str]:
-    pages = raw(url).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-    return {item["Key"] for page in pages for item in page.get("Contents", [])}
-
-
-@contextmanager
-def moto_process(log: Path) -> Iterator[str]:
-    """moto in server mode in a process of its own, on a loopback port; yields its URL.
-
-    Not in a thread of the tests' process (as ``test_tiles_s3`` runs it): rasterio holds the
-    GIL through some GDAL calls that read ``/vsis3/``, so a server that needs the GIL to answer
-    them would wait for them for ever.
-    """
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                raw(url).list_buckets()
-                break
-            except BotoCoreError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +356,7 @@ def test_configure_from_the_bucket(
     (copy,) = (s3_settings.dirs.derived / RGB_ID).glob("b-*/source/RGB.byte.tif")
     assert copy.read_bytes() == (SHARED_DATA / "raster" / RGB).read_bytes()
     # nothing was written to the bucket by a configuration
-    assert keys(s3_url, f"{PREFIX}/single/") == {
+    assert keys(s3_url, BUCKET, f"{PREFIX}/single/") == {
         f"{PREFIX}/{rel}" for rel in [*RASTERS, *NOT_RASTERS] if rel.startswith("single/")
     }
     rows = s3_tc.get("/api-user/gis-raster?folder=single").json()["rows"]
@@ -512,7 +462,7 @@ def test_compress_failure_stores_nothing(s3_tc: TestClient, s3_url: str) -> None
     assert r.status_code == 422
     error = assert_error(r.json(), "unprocessable")
     assert "shade.tif has 1 band(s)" in error["message"]
-    assert not [k for k in keys(s3_url, f"{PREFIX}/single/commpress/") if "shade" in k]
+    assert not [k for k in keys(s3_url, BUCKET, f"{PREFIX}/single/commpress/") if "shade" in k]
 
 
 @pytest.mark.parametrize(

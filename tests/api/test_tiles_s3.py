@@ -6,11 +6,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 import redis
 from botocore.stub import Stubber
-from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
@@ -25,6 +23,7 @@ from shared.tiles.stores import s3_store, tile_stores
 from tests.checks import assert_error
 from tests.conftest import admin_client, free_port
 from tests.layers import RGB, RGB_ID, decode, tile_url
+from tests.s3 import keys, moto_thread, raw
 
 BUCKET = "mapsvc-test-tiles"
 KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
@@ -33,29 +32,8 @@ KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": Secret
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
     """A local S3-compatible server (moto in server mode) with the test bucket."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    raw(url).create_bucket(Bucket=BUCKET)
-    yield url
-    server.stop()
-
-
-def raw(url: str) -> Any:
-    """A plain boto3 client, to look at the bucket without the service."""
-    return boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-
-
-def keys(url: str, prefix: str = "") -> set[str]:
-    pages = raw(url).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-    return {item["Key"] for page in pages for item in page.get("Contents", [])}
+    with moto_thread(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +60,7 @@ def test_s3_miss_then_hit_etag_and_304(
     stored = raw(s3_url).get_object(Bucket=BUCKET, Key=key)
     assert stored["Body"].read() == first.content
     assert stored["ContentType"] == "image/png"
-    assert keys(s3_url, f"{RGB_ID}/") >= {key}
+    assert keys(s3_url, BUCKET, f"{RGB_ID}/") >= {key}
     # the file cache is not touched by an isS3 request
     tile_dir = s3_settings.dirs.rtile / RGB_ID / "en" / str(z) / str(x)
     assert not (tile_dir / f"{y}.png").exists()
@@ -106,7 +84,7 @@ def test_s3_nocache_stores_nothing(s3_tc: TestClient, s3_url: str) -> None:
     assert r.status_code == 200
     assert r.headers["x-cache"] == "MISS"
     assert decode(r.content)[3].max() == 255
-    assert not keys(s3_url, f"{RGB_ID}/en/11/581/")
+    assert not keys(s3_url, BUCKET, f"{RGB_ID}/en/11/581/")
 
 
 def test_store_get_put_exists_and_prefix(s3_url: str) -> None:
@@ -116,7 +94,7 @@ def test_store_get_put_exists_and_prefix(s3_url: str) -> None:
         store.put("s/en/1/0/0.png", b"png bytes")
         assert store.get("s/en/1/0/0.png") == b"png bytes"
         assert store.exists("s/en/1/0/0.png")
-    assert "pfx/s/en/1/0/0.png" in keys(s3_url, "pfx/")
+    assert "pfx/s/en/1/0/0.png" in keys(s3_url, BUCKET, "pfx/")
 
 
 def plain_keys() -> dict[str, str]:
@@ -147,7 +125,7 @@ def test_drop_style_removes_only_that_style(
             with pytest.raises(InvalidInputError, match="a style is a layer id"):
                 store.drop_style(unsafe)
     assert calls == [3, 3, 3, 3]
-    remaining = keys(s3_url)
+    remaining = keys(s3_url, BUCKET)
     assert not doomed & remaining
     assert kept <= remaining
 
@@ -157,7 +135,7 @@ def test_configure_drops_the_style_from_s3(
 ) -> None:
     assert s3_tc.get(tile_url(RGB_ID, 11, 580, 884, "?isS3=1")).status_code == 200
     raw(s3_url).put_object(Bucket=BUCKET, Key="another-style/en/5/0/1.png", Body=b"x")
-    assert keys(s3_url, f"{RGB_ID}/")
+    assert keys(s3_url, BUCKET, f"{RGB_ID}/")
     store = JobStore(rdb, s3_settings)
     job_id = str(uuid.uuid4())
     store.create(job_id, "test", {})
@@ -172,13 +150,13 @@ def test_configure_drops_the_style_from_s3(
             refresh=True,
             stores=stores.all(),
         )
-    assert not keys(s3_url, f"{RGB_ID}/")
-    assert "another-style/en/5/0/1.png" in keys(s3_url)
+    assert not keys(s3_url, BUCKET, f"{RGB_ID}/")
+    assert "another-style/en/5/0/1.png" in keys(s3_url, BUCKET)
     assert not (s3_settings.dirs.rtile / RGB_ID).exists()
     # the tile is rendered and stored again
     again = s3_tc.get(tile_url(RGB_ID, 11, 580, 884, "?isS3=1"))
     assert again.headers["x-cache"] == "MISS"
-    assert keys(s3_url, f"{RGB_ID}/") == {f"{RGB_ID}/en/11/580/884.png"}
+    assert keys(s3_url, BUCKET, f"{RGB_ID}/") == {f"{RGB_ID}/en/11/580/884.png"}
 
 
 def test_s3_down_is_a_503(settings: Settings, layers: None) -> None:

@@ -8,9 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 from pydantic import SecretStr, ValidationError
 
 from shared.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
@@ -24,6 +22,7 @@ from shared.raster.store import (
 from shared.settings import Settings
 from shared.tiles.s3 import s3_client
 from tests.conftest import free_port
+from tests.s3 import moto_thread, raw
 
 BUCKET = "mapsvc-test-store"
 KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
@@ -156,35 +155,20 @@ def test_folder_writing_is_atomic(folder: FileRasterStore) -> None:
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
     """moto in a thread: these calls are boto3's only (GDAL reads are tested through the API)."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    client(url).create_bucket(Bucket=BUCKET)
-    yield url
-    server.stop()
-
-
-def client(url: str) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    with moto_thread(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture
 def bucket(s3_url: str, tmp_path: Path) -> Iterator[S3RasterStore]:
     """A store under a prefix of its own, holding ``a/x.tif``, ``a/b/y.tif`` and a marker."""
     prefix = f"t{tmp_path.name}"
-    raw = client(s3_url)
-    raw.put_object(Bucket=BUCKET, Key=f"{prefix}/a/x.tif", Body=b"II*\x00 tiff")
-    raw.put_object(Bucket=BUCKET, Key=f"{prefix}/a/b/y.tif", Body=b"MM\x00* tiff")
-    raw.put_object(Bucket=BUCKET, Key=f"{prefix}/a/", Body=b"")  # the folder's marker
-    raw.put_object(Bucket=BUCKET, Key=f"{prefix}/empty.tif", Body=b"")
-    raw.put_object(Bucket=BUCKET, Key=f"{prefix}x/outside.tif", Body=b"II*\x00")
+    client = raw(s3_url)
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/a/x.tif", Body=b"II*\x00 tiff")
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/a/b/y.tif", Body=b"MM\x00* tiff")
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/a/", Body=b"")  # the folder's marker
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/empty.tif", Body=b"")
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}x/outside.tif", Body=b"II*\x00")
     store = raster_store(s3_settings(s3_url, tmp_path, raster_s3_prefix=prefix))
     assert isinstance(store, S3RasterStore)
     with store:
@@ -211,7 +195,7 @@ def test_bucket_items(bucket: S3RasterStore) -> None:
 
 def test_bucket_folder_version_follows_its_objects(bucket: S3RasterStore, s3_url: str) -> None:
     before = bucket.item("a").version
-    client(s3_url).put_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/z.tif", Body=b"II*\x00")
+    raw(s3_url).put_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/z.tif", Body=b"II*\x00")
     assert bucket.item("a").version != before
 
 
@@ -245,7 +229,7 @@ def test_bucket_writing_uploads_whole_files_only(bucket: S3RasterStore, s3_url: 
         assert tmp.parent == bucket.staging
         with pytest.raises(NotFoundError):  # nothing under the final key before the end
             bucket.item("a/commpress/x.tif")
-    got = client(s3_url).get_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/commpress/x.tif")
+    got = raw(s3_url).get_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/commpress/x.tif")
     assert got["Body"].read() == b"compressed"
     with pytest.raises(RuntimeError, match="stopped"):
         write_and_fail(bucket.writing("a/commpress/half.tif"))
@@ -262,12 +246,12 @@ def test_bucket_local_copies(bucket: S3RasterStore, s3_url: str, tmp_path: Path)
     assert [p.name for p in copies] == ["x.tif", "y.tif"]
     assert copies[0].read_bytes() == b"II*\x00 tiff"
     # a copy in place is kept (it is only ever written whole)
-    client(s3_url).delete_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/x.tif")
+    raw(s3_url).delete_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/x.tif")
     assert bucket.local_files([x], tmp_path / "copies") == copies[:1]
     with pytest.raises(NotFoundError, match="gone from the bucket"):
         bucket.local_files([x], tmp_path / "again")
     # an object replaced since it was listed is not copied in its new version
-    client(s3_url).put_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/b/y.tif", Body=b"MM\x00* new")
+    raw(s3_url).put_object(Bucket=BUCKET, Key=f"{bucket.prefix}a/b/y.tif", Body=b"MM\x00* new")
     with pytest.raises(ConflictError, match="changed in the bucket"):
         bucket.local_files([y], tmp_path / "again")
     assert list((tmp_path / "again").iterdir()) == []
