@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress web screenshots
+.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress web screenshots docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	cd api/web && node_modules/.bin/eslint . && node_modules/.bin/prettier --check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: setup
 	bash deploy/services.sh --test-tools
@@ -72,6 +73,11 @@ stress: setup
 screenshots: setup
 	bash deploy/services.sh --test-tools
 	MAPSVC_SCREENSHOTS=$(CURDIR)/docs/images $(BIN)/pytest -p no:cacheprovider tests/browser/test_viewer.py
+
+# the documentation (docs/, mkdocs.yml) at http://$(DOCS_ADDR)/, rebuilt as you edit it
+DOCS_ADDR ?= 127.0.0.1:8002
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -1,4 +1,4 @@
-"""Authorisation: what each route needs, in one table (README "Roles and public layers").
+"""Authorisation: what each route needs, in one table (docs/auth.md "Roles and public layers").
 
 Every route of :data:`api.routes.ROUTES` has a :class:`Rule` in :data:`RULES` (a route without
 one is refused when the app is built). A rule names the least role, the layer the route reads

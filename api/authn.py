@@ -1,4 +1,4 @@
-"""Authentication: who sent a request, from the credentials it carries (README "Authentication").
+"""Authentication: who sent a request, from the credentials it carries (docs/auth.md).
 
 Accepted forms, first match wins:
 

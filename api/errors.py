@@ -55,7 +55,7 @@ STATUS: dict[type[MapsvcError], int] = {
     UnauthorizedError: 401,
     TooManyRequestsError: 429,
     PayloadTooLargeError: 413,
-    # provider failures: 502 and the custom 52x codes (README "Provider errors")
+    # provider failures: 502 and the custom 52x codes (docs/api/providers.md "Provider errors")
     UpstreamError: 502,
     UpstreamBadAnswerError: 520,
     UpstreamUnreachableError: 521,

@@ -1,7 +1,7 @@
 """The nginx front of ``make run``: cached tiles straight from the tile cache, the rest to the API.
 
 mod_tile's shape: a cached tile is a file, and a web server sends a file far faster than any
-Python stack (README "Benchmarks"). The front serves a raster tile from ``map/rtile`` only when
+Python stack (docs/benchmarks.md). The front serves a raster tile from ``map/rtile`` only when
 the API would answer it the same way:
 
 - anonymous (no credentials, no query) on a public layer (``MAPSVC_PUBLIC_LAYERS``); or with

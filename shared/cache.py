@@ -4,7 +4,7 @@ Redis is also the broker and the job store, so a cache must never grow into thei
 cache (:class:`ByteBudget`) books its entries in a sorted set by expiry time, with their sizes
 in a hash and the total in a counter, and one Lua script stores an entry and evicts the
 cache's own entries (those expiring soonest first) until it fits, atomically. Redis runs
-with ``maxmemory-policy noeviction`` (README "Vector answers, caches and links"), so Redis
+with ``maxmemory-policy noeviction`` (docs/safety.md "Vector answers, caches and links"), so Redis
 itself never drops a queue or a job record to make room.
 """
 

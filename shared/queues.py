@@ -62,7 +62,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # the fault tests hold): its message comes back once Redis does, and a chunk or a job
         # that runs twice counts once. Pinned, as Celery 6 changes the default.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
-        # The watchdog, sent by the beat embedded in each `mapsvc worker` (README "Jobs and
+        # The watchdog, sent by the beat embedded in each `mapsvc worker` (docs/safety.md "Jobs and
         # event streams"). It is idempotent, so several beats are harmless; a run not taken
         # before the next one is due is dropped. The schedule is one interval: kept in memory,
         # no schedule file.

@@ -83,7 +83,7 @@ def _geocode_query(request: Request) -> GeocodeQuery:
 
 
 async def get_geocode(request: Request) -> JSONResponse:
-    """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, README "geocode")."""
+    """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, docs/api/providers.md)."""
     query, svc = _geocode_query(request), services(request)
     chosen = provider(svc.settings, svc.settings.sources.geocode_provider)
     body = await geocoding.forward_geocode(svc.upstream, chosen, query)
@@ -153,7 +153,7 @@ def _route_query(request: Request) -> RouteQuery:
 
 
 async def get_map_route(request: Request) -> JSONResponse:
-    """A route through the points: a GeoJSON Feature (spec 4.12, README "map-route")."""
+    """A route through the points: a GeoJSON Feature (spec 4.12, docs/api/providers.md)."""
     query, svc = _route_query(request), services(request)
     chosen = provider(svc.settings, svc.settings.sources.route_provider)
     return JSONResponse(await routing.route(svc.upstream, chosen, query))
@@ -218,7 +218,7 @@ async def get_height(request: Request) -> JSONResponse:
 
 
 async def get_url_proxy(request: Request) -> StreamingResponse:
-    """Fetch ``url`` for the client (spec 4.15, README "gis-url-proxy"), streamed."""
+    """Fetch ``url`` for the client (spec 4.15, docs/api/providers.md "gis-url-proxy"), streamed."""
     url = request.query_params.get("url")
     if not url:
         raise InvalidInputError("url is required", parameter="url")

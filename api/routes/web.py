@@ -1,6 +1,6 @@
 """The web pages: the front door (``/``), the map viewer (``/viewer``), the API docs (``/docs``).
 
-The pages' sources are in ``api/web`` (npm, esbuild; README "The viewer"); their build,
+The pages' sources are in ``api/web`` (npm, esbuild; docs/viewer.md "The viewer"); their build,
 ``api/web/dist``, is served from here with MapLibre GL JS and Swagger UI, never from a CDN.
 The front door needs no build; without one the other pages answer ``503`` saying how to make
 it, and the API runs on.

@@ -38,7 +38,7 @@ async def forward_geocode(
     upstream: Upstream, provider: Provider, query: GeocodeQuery
 ) -> dict[str, Any]:
     """Places named ``query.q`` from ``provider`` (Nominatim or Photon), as a GeoJSON
-    FeatureCollection (README "geocode")."""
+    FeatureCollection (docs/api/providers.md "geocode")."""
     source = geocoder(upstream, provider)
     places = await source.geocode(query)
     q, bbox = query, query.bbox

@@ -22,8 +22,8 @@ PROFILES = ("car", "bike", "foot")
 
 async def route(upstream: Upstream, provider: Provider, query: RouteQuery) -> dict[str, Any]:
     """The route through ``query.points`` from ``provider`` (OSRM or Valhalla) as a GeoJSON
-    Feature (README "map-route"): a LineString with ``distance`` (m), ``duration`` (s) and
-    ``steps``, and the alternatives in ``properties.alternatives`` when asked.
+    Feature (docs/api/providers.md, "map-route"): a LineString with ``distance`` (m),
+    ``duration`` (s) and ``steps``, and the alternatives in ``properties.alternatives`` when asked.
 
     Raises:
         NotFoundError: the provider finds no route between the points.

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 
 from shared.raster.paths import encode_id
 from tests.bench._harness import (
@@ -58,6 +59,7 @@ from tests.bench.bench_tiles import (
     pretile,
     pretiled_count,
 )
+from tests.services import PostgresCluster, RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 RASTER_BUCKET, TILE_BUCKET, S3_KEY = "bench-rasters", "bench-tiles", "bench"
@@ -104,31 +106,6 @@ def make_host(stack: ExitStack, i: int) -> Host:
     return host
 
 
-def start_redis(stack: ExitStack, work: Path, port: int, binds: Sequence[str]) -> Server:
-    argv = ["redis-server", "--port", str(port), "--bind", *binds, "--save", ""]
-    argv += ["--appendonly", "no", "--dir", str(work), "--protected-mode", "no"]
-    return start(stack, "redis", argv, work / "logs" / "redis.log", dict(os.environ), work)
-
-
-def start_postgres(stack: ExitStack, work: Path, port: int, binds: Sequence[str]) -> Server:
-    """A PostgreSQL cluster of this run (as the ``postgres`` user), trusting the hosts' net."""
-    data = work / "pgdata"
-    data.mkdir()
-    shutil.chown(data, "postgres", "postgres")
-    bin_dir = Path("/usr/lib/postgresql/15/bin")
-    as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*as_pg, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-    )
-    with (data / "pg_hba.conf").open("a") as hba:
-        hba.write("host all all 10.231.0.0/16 trust\n")
-    argv = [*as_pg, str(bin_dir / "postgres"), "-D", str(data), "-p", str(port)]
-    argv += ["-c", f"listen_addresses={','.join(binds)}", "-k", str(data)]
-    return start(stack, "postgres", argv, work / "logs" / "postgres.log", dict(os.environ), work)
-
-
 def start_s3(stack: ExitStack, work: Path, port: int) -> Server:
     """moto in server mode, on every address (the hosts reach it at their gateway)."""
     argv = [sys.executable, "-m", "moto.server", "-H", "0.0.0.0", "-p", str(port)]
@@ -159,23 +136,12 @@ def upload_scene(server: Server, url: str, cog: Path, deadline: Deadline) -> Non
     cog.unlink()  # read from the bucket only
 
 
-def wait_postgres(server: Server, port: int, deadline: Deadline) -> None:
-    import psycopg
-
-    end = time.monotonic() + deadline.left(60)
-    while True:
-        server.check()
-        try:
-            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres") as conn:
-                conn.autocommit = True
-                conn.execute("CREATE DATABASE mapsvc")
-            break
-        except psycopg.OperationalError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.2)
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/mapsvc") as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS postgis")
+def make_database(cluster: PostgresCluster) -> None:
+    """The service's database with PostGIS, as ``deploy/services.sh`` makes it."""
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE mapsvc")
+    with psycopg.connect(cluster.url("mapsvc"), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION postgis")
 
 
 @dataclass(frozen=True)
@@ -259,7 +225,6 @@ def main() -> int:  # noqa: C901 - one run, step by step
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     work = Path(tempfile.mkdtemp(prefix="mapsvc-bench-hosts-"))
-    os.chmod(work, 0o755)  # the postgres user reaches its data dir inside
     logs = work / "logs"
     logs.mkdir()
     key = admin_key()
@@ -271,15 +236,19 @@ def main() -> int:  # noqa: C901 - one run, step by step
             stack.callback(shutil.rmtree, work, ignore_errors=True)
         hosts = [make_host(stack, i) for i in (1, 2)]
         binds = ["127.0.0.1", *(h.gateway for h in hosts)]
-        shared = Shared(free_port(), free_port(), free_port())
-        services = [
-            start_redis(stack, work, shared.redis, binds),
-            start_postgres(stack, work, shared.postgres, binds),
-            start_s3(stack, work, shared.s3),
-        ]
-        wait_postgres(services[1], shared.postgres, deadline)
+        redis_server = RedisServer(work, binds)
+        stack.callback(redis_server.close)
+        redis_server.start()
+        cluster = PostgresCluster(binds, clients=[NET.format(i=0, n=0) + "/16"])
+        stack.callback(cluster.close)
+        cluster.init()
+        cluster.start()
+        make_database(cluster)
+        shared = Shared(redis_server.port, cluster.port, free_port())
+        moto = start_s3(stack, work, shared.s3)
+        services = [moto]
         cog, about = make_cog(work)
-        upload_scene(services[2], f"http://127.0.0.1:{shared.s3}", cog, deadline)
+        upload_scene(moto, f"http://127.0.0.1:{shared.s3}", cog, deadline)
         base_env = {
             **os.environ,
             "MAPSVC_WORK_DIR": str(work),

@@ -21,13 +21,9 @@ from shared.demo import load_countries
 from shared.settings import Settings
 from tests.checks import ADMIN_KEY, AUTH
 from tests.conftest import ROOT, SHARED_DATA, free_port, settings_env
-from tests.faults.harness import (
-    PostgresCluster,
-    RedisServer,
-    ServiceProcess,
-    api_answers,
-)
+from tests.faults.harness import ServiceProcess, api_answers
 from tests.layers import RGB, configure
+from tests.services import PostgresCluster, RedisServer
 
 #: the statement timeout of the API's queries
 STATEMENT_TIMEOUT_MS = 2000

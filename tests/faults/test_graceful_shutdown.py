@@ -12,13 +12,8 @@ import redis
 from shared.settings import Settings
 from shared.tiles.styles import read_style
 from tests.faults.conftest import Api
-from tests.faults.harness import (
-    ServiceProcess,
-    cached_tiles,
-    job_line_matches,
-    planned_tiles,
-    poll,
-)
+from tests.faults.harness import ServiceProcess, cached_tiles, job_line_matches, planned_tiles
+from tests.services import poll
 from tests.sse import read_job_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]

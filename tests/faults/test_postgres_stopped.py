@@ -15,8 +15,9 @@ from shared.auth.keys import create_key
 from shared.settings import Settings
 from tests.checks import assert_error
 from tests.faults.conftest import PARCEL, STATEMENT_TIMEOUT_MS, Api
-from tests.faults.harness import PostgresCluster, assert_png, poll
+from tests.faults.harness import assert_png
 from tests.layers import tile_url
+from tests.services import PostgresCluster, poll
 
 pytestmark = [pytest.mark.server]
 

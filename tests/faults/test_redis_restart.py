@@ -19,15 +19,14 @@ from shared.tiles.styles import read_style
 from tests.checks import assert_error
 from tests.faults.conftest import STALL_S, Api
 from tests.faults.harness import (
-    RedisServer,
     ServiceProcess,
     api_answers,
     assert_png,
     cached_tiles,
     planned_tiles,
-    poll,
 )
 from tests.layers import tile_url
+from tests.services import RedisServer, poll
 from tests.sse import read_job_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]

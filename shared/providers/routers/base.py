@@ -27,7 +27,7 @@ class Router(ProviderClient, ABC):
 
     @abstractmethod
     async def route(self, query: RouteQuery) -> dict[str, Any]:
-        """The route through the query's points (README "map-route").
+        """The route through the query's points (docs/api/providers.md "map-route").
 
         Returns:
             The Feature (LineString) with ``distance`` (m), ``duration`` (s), ``steps``,
