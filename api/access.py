@@ -142,7 +142,7 @@ RULES: dict[str, Rule] = {
     "get_datasource": _read("layer"),
     "list_datasources": Rule(None),  # anonymous callers: the public layers
     # reading data and calling providers
-    "get_raster_list": Rule("reader"),
+    "get_raster_list": Rule(None),  # anonymous callers: the public layers
     "get_raster_stat": Rule("reader", layer=_param("id")),
     "get_raster_info": Rule("reader", layer=_param("id")),
     "get_geocode": Rule("reader"),

@@ -7,10 +7,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.access import visible_layers
+from api.access import principal_of, visible_layers
 from api.links import api_prefix
 from api.params import flag
 from api.services import services
+from shared.errors import InvalidInputError
 from shared.raster.layer import locate_layer
 from shared.raster.paths import decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
@@ -27,16 +28,38 @@ def _cache(request: Request) -> ResultCache:
 
 
 async def get_raster_list(request: Request) -> JSONResponse:
-    """The rasters of ``folder`` (spec 2.1)."""
+    """The rasters of ``folder`` (spec 2.1) the caller may see; anonymous callers: the public
+    layers, and the folders that lead to them."""
     folder = request.query_params.get("folder", "")
     svc = services(request)
     listing = await run_in_threadpool(
         raster_listing, _cache(request), svc.settings.work_dir, folder, rasters=svc.rasters
     )
-    # the cached listing is everyone's; each caller is shown the layers it may see
+    # the cached listing is everyone's; each caller is shown the layers it may see, and the
+    # folders that lead to them
     visible = set(visible_layers(request, [row["id"] for row in listing["rows"]]))
-    listing["rows"] = [row for row in listing["rows"] if row["id"] in visible]
+    inside = _granted_paths(request)
+    listing["rows"] = [
+        row
+        for row in listing["rows"]
+        if row["id"] in visible
+        or (row["type"] == "dir" and any(path.startswith(f"{row['path']}/") for path in inside))
+    ]
     return JSONResponse(listing)
+
+
+def _granted_paths(request: Request) -> list[str]:
+    """The raster paths of the layers the caller is granted by name, its own and the public ones
+    (every layer, when all are: those rows are visible anyway)."""
+    principal = principal_of(request)
+    names = set(services(request).settings.auth.public_layers) | set(principal.layers or ())
+    paths = []
+    for name in names:
+        try:
+            paths.append(decode_id(name))
+        except InvalidInputError:
+            continue  # a vector layer's id, or "*"
+    return paths
 
 
 async def get_raster_config(request: Request) -> Response:

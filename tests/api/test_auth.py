@@ -103,7 +103,6 @@ def test_without_credentials_only_the_open_routes_answer(anon: TestClient) -> No
     for path in ("/api-user/health", "/api-user/openapi.json", "/api/v1/health"):
         assert anon.get(path).status_code == 200, path
     for method, path in (
-        ("GET", RASTERS),
         ("GET", f"/api-user/gis-raster-info/{RGB_ID}"),
         ("GET", "/api-user/geocode?q=Kyiv"),
         ("GET", "/api-user/events"),
@@ -131,6 +130,20 @@ def test_public_layers_answer_anonymously_and_others_privately(anon: TestClient)
     assert private.content.startswith(b"\x89PNG")
     # an answer some callers may not see is never kept by a shared cache
     assert private.headers["cache-control"].startswith("private")
+
+
+def test_anonymous_listings_show_the_public_layers_and_the_folders_to_them(
+    anon: TestClient,
+) -> None:
+    top = anon.get(RASTERS)
+    assert top.status_code == 200, top.text
+    everything = anon.get(RASTERS, headers=AUTH).json()["rows"]
+    # the public layer is single/RGB.byte.tif: of the top folders, only `single` leads to it
+    assert [(row["path"], row["type"]) for row in top.json()["rows"]] == [("single", "dir")]
+    assert len(everything) > 1
+    inside = anon.get(f"{RASTERS}?folder=single").json()["rows"]
+    assert [row["id"] for row in inside] == [RGB_ID]
+    assert len(anon.get(f"{RASTERS}?folder=single", headers=AUTH).json()["rows"]) > 1
 
 
 def test_an_api_key_in_every_accepted_form(anon: TestClient) -> None:
@@ -512,7 +525,7 @@ def test_every_scheme_against_a_live_server(auth_settings: Settings, anon: TestC
     login, key = new_user(anon), new_key(anon)
     client = new_client(anon, public=False)
     with served(auth_settings) as base:
-        url = f"{base}{RASTERS}"
+        url = f"{base}/api-user/jobs"
         assert httpx.get(url).status_code == 401
         assert httpx.get(url, params={"api_key": key}).status_code == 200
         assert httpx.get(url, auth=(login, PASSWORD)).status_code == 200

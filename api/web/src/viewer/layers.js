@@ -12,6 +12,7 @@ export class LayerLists {
     this.onRaster = onRaster;
     this.onZoomRaster = onZoomRaster;
     this.folder = "";
+    this.signedIn = false;
     this.rows = [];
     this.vectors = [];
     this.query = "";
@@ -36,23 +37,18 @@ export class LayerLists {
     sessionStorage.setItem(SHOWN, JSON.stringify([...keys]));
   }
 
-  /** Load both lists; rasters only with credentials (the listing needs a reader). */
+  /** Load both lists: without credentials, the API lists the public layers only. */
   async load(signedIn) {
-    await Promise.all([this.loadVectors(), signedIn ? this.openFolder(this.folder) : this.noRasters()]);
+    this.signedIn = signedIn;
+    await Promise.all([this.loadVectors(), this.openFolder(this.folder)]);
     // layers drawn before a reload are drawn again
     for (const key of this.shownKeys()) {
       const [kind, id] = [key.slice(0, key.indexOf(":")), key.slice(key.indexOf(":") + 1)];
       const vector = this.vectors.find((entry) => entry.id === id);
       if (kind === "vector" && vector) await this.toggle(key, true);
-      if (kind === "raster" && signedIn) await this.toggle(key, true);
+      if (kind === "raster") await this.toggle(key, true);
     }
     this.render();
-  }
-
-  noRasters() {
-    this.rows = [];
-    fill("raster-path");
-    byId("raster-note").textContent = "Sign in to list the rasters.";
   }
 
   async loadVectors() {
@@ -73,7 +69,8 @@ export class LayerLists {
       const body = await api("gis-raster", { params: { folder } });
       this.folder = body.folder;
       this.rows = body.rows;
-      byId("raster-note").textContent = this.rows.length ? "" : "No rasters here.";
+      const none = this.signedIn ? "No rasters here." : "No public rasters here: sign in to see more.";
+      byId("raster-note").textContent = this.rows.length ? "" : none;
     } catch (error) {
       this.rows = [];
       byId("raster-note").textContent = explain(error);
