@@ -145,7 +145,12 @@ class ReadPool:
             async with pool.connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise UnavailableError("no database connection came free; try again later") from None
+            # PostgreSQL busy, or down (the pool's connection attempts fail until the wait ends)
+            raise UnavailableError(
+                "PostgreSQL is busy or unreachable: no database connection came free; try again",
+                service="PostgreSQL",
+                retry_after_s=1,
+            ) from None
 
     async def value(self, sql: str, params: dict[str, Any]) -> Any:
         """The first column of the first row of a statement (None without rows).

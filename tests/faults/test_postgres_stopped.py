@@ -85,7 +85,9 @@ def test_postgres_stopped(
         for path, key in [*((p, None) for p in needs_postgres), (cached, new_key)]:
             r, took = get(api, path, key)
             assert r.status_code == 503, (path, r.status_code, r.text)
-            assert_error(r.json(), "unavailable")
+            error = assert_error(r.json(), "unavailable")
+            assert error["detail"]["service"] == "PostgreSQL", (path, error)
+            assert int(r.headers["retry-after"]) >= 1, path
             assert took < bound_s, (path, took)
         t0 = time.monotonic()
         assert database_check(api)["ok"] is False
