@@ -18,10 +18,11 @@ from api.app import create_app
 from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.stores import s3_store
-from tests.api.test_tiles_s3 import BUCKET, KEYS, keys, raw, s3_url  # noqa: F401 - s3_url
+from tests.api.test_tiles_s3 import BUCKET, KEYS, s3_url  # noqa: F401 - s3_url
 from tests.checks import assert_error
 from tests.conftest import admin_client
 from tests.layers import RGB, configure, decode, reference, tile_url
+from tests.s3 import keys, raw
 
 #: the variants besides the 256 px PNG: URL suffix, media type, pixels a side, lossy
 VARIANTS = [
@@ -260,13 +261,13 @@ def test_s3_keeps_each_variant_under_its_key_with_its_type(
             assert stored["Body"].read() == first.content
             second = client.get(url)
             assert (second.headers["x-cache"], second.content) == ("HIT", first.content)
-    assert keys(s3_url, f"{style}/") == {
+    assert keys(s3_url, BUCKET, f"{style}/") == {
         f"{style}/en/11/580/883.webp",
         f"{style}/en/11/580/883@2x.jpg",
     }
     with s3_store(s3_settings) as store:
         store.drop_style(style)
-    assert keys(s3_url, f"{style}/") == set()
+    assert keys(s3_url, BUCKET, f"{style}/") == set()
 
 
 @pytest.mark.worker

@@ -199,9 +199,11 @@ def test_two_concurrent_requests_start_one_run(
     assert rdb.get(f"mapsvc:pretile-lock:{scene}") == started
     assert client.delete(f"/api-user/jobs/{started}").status_code in (200, 202)
     assert wait_state(client, started, timeout=60)["state"] == "cancelled"
-    # the run frees its layer as it ends (the record may say cancelled a moment before); a new
-    # request would take a lock of an ended job over anyway (the next test)
-    deadline = time.monotonic() + 10
+    # the run frees its layer as it ends (the record may say cancelled a moment before): once
+    # the chunks already queued have drained, each counted as cancelled at once (a few seconds;
+    # more on a loaded machine); a new request takes a lock of an ended job over anyway (the
+    # next test)
+    deadline = time.monotonic() + 30
     while rdb.exists(f"mapsvc:pretile-lock:{scene}"):
         assert time.monotonic() < deadline, "the lock outlived its cancelled run"
         time.sleep(0.1)
