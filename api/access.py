@@ -80,7 +80,8 @@ class Rule:
     Attributes:
         role: the least role; None: anyone, with credentials or without.
         layer: the layer the request names (read from it), when the route is about one.
-        public: anonymous callers may use the route on public layers.
+        public: anonymous callers may use the route on public layers (with no role: the answer
+            shows anonymous callers the public layers, others what they may see).
     """
 
     role: Role | None
@@ -140,9 +141,9 @@ RULES: dict[str, Rule] = {
     "get_vtile": _read("layer"),
     "get_geojson": _read("layer"),
     "get_datasource": _read("layer"),
-    "list_datasources": Rule(None),  # anonymous callers: the public layers
+    "list_datasources": Rule(None, public=True),  # anonymous callers: the public layers
     # reading data and calling providers
-    "get_raster_list": Rule(None),  # anonymous callers: the public layers
+    "get_raster_list": Rule(None, public=True),  # anonymous callers: the public layers
     "get_raster_stat": Rule("reader", layer=_param("id")),
     "get_raster_info": Rule("reader", layer=_param("id")),
     "get_geocode": Rule("reader"),

@@ -56,8 +56,8 @@ def _security_schemes(prefix: str) -> Schema:
 
 def _secured(op: Schema, rule: Rule) -> Schema:
     """``op`` with the credentials its rule asks for and the refusals it may give."""
-    if rule.role is None:
-        return {**op, "security": []}
+    if rule.role is None:  # open; credentials widen a listing of public layers
+        return {**op, "security": [{}, *_CREDENTIALS] if rule.public else []}
     if rule.public:  # `{}`: public layers need none
         op = {**op, "security": [{}, *_CREDENTIALS]}
     refusals = {401, 403, 429} | ({404} if rule.layer is not None else set())

@@ -501,6 +501,9 @@ def test_the_openapi_document_declares_the_schemes(anon: TestClient) -> None:
     paths = doc["paths"]
     assert paths["/health"]["get"]["security"] == []  # open
     assert {} in paths["/geojson/{layer}"]["get"]["security"]  # public layers: optional
+    for listing in ("/gis-raster", "/gis-datasource"):  # open; credentials show more
+        assert {} in paths[listing]["get"]["security"]
+        assert {"apiKey": []} in paths[listing]["get"]["security"]
     assert "security" not in paths["/users"]["get"]  # the document's: credentials needed
     assert {"401", "403", "429"} <= set(paths["/users"]["get"]["responses"])
 
