@@ -39,7 +39,14 @@ from shared.paths import checked_parts, resolve_inside
 from shared.raster.files import atomic_path
 from shared.raster.paths import relative
 from shared.settings import Settings
-from shared.tiles.s3 import is_missing_key, missing_as_none, s3_client, storage_reason
+from shared.tiles.s3 import (
+    connection_options,
+    is_missing_key,
+    key_prefix,
+    missing_as_none,
+    s3_client,
+    storage_reason,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -242,12 +249,6 @@ class FileRasterStore:
         self.close()
 
 
-def _prefix(value: str) -> str:
-    # "raster", "/raster/" and "raster/" all mean keys under "raster/"; "" the bucket's root
-    value = value.strip().strip("/")
-    return f"{value}/" if value else ""
-
-
 def _cause(exc: Exception) -> Exception:
     # boto3 raises a bare S3UploadFailedError while handling the ClientError that says why
     inner = exc.__context__
@@ -278,7 +279,7 @@ class S3RasterStore:
         """
         self._client = client
         self.bucket = bucket
-        self.prefix = _prefix(prefix)
+        self.prefix = key_prefix(prefix)
         self.staging = staging
 
     @property
@@ -502,13 +503,8 @@ def raster_store(settings: Settings) -> RasterStore:
     """
     if settings.raster.store == "file":
         return FileRasterStore(settings.dirs.raster)
-    key_id, secret = settings.s3.access_key_id, settings.s3.secret_access_key
     client = s3_client(
-        endpoint_url=settings.s3.endpoint_url,
-        region=settings.s3.region,
-        access_key_id=key_id.get_secret_value() if key_id is not None else None,
-        secret_access_key=secret.get_secret_value() if secret is not None else None,
-        addressing_style=settings.s3.addressing_style,
+        **connection_options(settings.s3),
         # a source is read in one stream when it is fetched: a slow one must not fail
         read_timeout_s=60.0,
     )
@@ -551,7 +547,7 @@ def set_gdal_environment(settings: Settings, environ: MutableMapping[str, str]) 
     environ.update(values)
     # an object replaced under its key must not be read from what GDAL kept of the old one
     # (its size, its blocks, the folder's listing): the rasters' prefix is never cached
-    root = f"/vsis3/{settings.raster.s3_bucket}/{_prefix(settings.raster.s3_prefix)}"
+    root = f"/vsis3/{settings.raster.s3_bucket}/{key_prefix(settings.raster.s3_prefix)}"
     uncached = [p for p in environ.get("CPL_VSIL_CURL_NON_CACHED", "").split(":") if p]
     if root not in uncached:
         environ["CPL_VSIL_CURL_NON_CACHED"] = ":".join([*uncached, root])

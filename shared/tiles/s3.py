@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import boto3
 from boto3.exceptions import S3UploadFailedError
@@ -20,6 +20,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from shared.errors import UnavailableError
+from shared.settings import S3Settings
 from shared.tiles.store import StoredTile, etag_of, key_format
 from shared.tiles.styles import check_style_id
 
@@ -27,7 +28,15 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
-__all__ = ["S3TileStore", "is_missing_key", "missing_as_none", "s3_client", "storage_reason"]
+__all__ = [
+    "S3TileStore",
+    "connection_options",
+    "is_missing_key",
+    "key_prefix",
+    "missing_as_none",
+    "s3_client",
+    "storage_reason",
+]
 
 T = TypeVar("T")
 
@@ -45,10 +54,24 @@ _ACCESS_CODES = {
 }
 
 
-def _prefix(value: str) -> str:
-    # "tiles", "/tiles/" and "tiles/" all mean keys under "tiles/"; "" means the bucket's root
+def key_prefix(value: str) -> str:
+    """The keys' prefix of a folder setting: ``tiles``, ``/tiles/`` and ``tiles/`` all mean
+    keys under ``tiles/``; ``""`` means the bucket's root."""
     value = value.strip().strip("/")
     return f"{value}/" if value else ""
+
+
+def connection_options(s3: S3Settings) -> dict[str, Any]:
+    """The endpoint, region, keys and addressing style of ``MAPSVC_S3_*``, as :func:`s3_client`
+    and :class:`S3TileStore` take them (the tile cache and the raster store share them)."""
+    key_id, secret = s3.access_key_id, s3.secret_access_key
+    return {
+        "endpoint_url": s3.endpoint_url,
+        "region": s3.region,
+        "access_key_id": key_id.get_secret_value() if key_id is not None else None,
+        "secret_access_key": secret.get_secret_value() if secret is not None else None,
+        "addressing_style": s3.addressing_style,
+    }
 
 
 class S3TileStore:
@@ -92,7 +115,7 @@ class S3TileStore:
             max_pool_connections: connections kept open (one per concurrent thread).
         """
         self.bucket = bucket
-        self.prefix = _prefix(prefix)
+        self.prefix = key_prefix(prefix)
         self._client = s3_client(
             endpoint_url=endpoint_url,
             region=region,

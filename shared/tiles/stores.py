@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from shared.errors import UnavailableError
 from shared.settings import Settings
-from shared.tiles.s3 import S3TileStore
+from shared.tiles.s3 import S3TileStore, connection_options
 from shared.tiles.store import FileTileStore, TileStore
 
 __all__ = ["TileStores", "s3_store", "tile_stores"]
@@ -64,15 +64,8 @@ def s3_store(settings: Settings) -> S3TileStore:
     """
     if settings.s3.endpoint_url is None:
         raise UnavailableError(_NOT_CONFIGURED)
-    key_id, secret = settings.s3.access_key_id, settings.s3.secret_access_key
     return S3TileStore(
-        endpoint_url=settings.s3.endpoint_url,
-        bucket=settings.s3.bucket,
-        prefix=settings.s3.prefix,
-        region=settings.s3.region,
-        access_key_id=key_id.get_secret_value() if key_id is not None else None,
-        secret_access_key=secret.get_secret_value() if secret is not None else None,
-        addressing_style=settings.s3.addressing_style,
+        bucket=settings.s3.bucket, prefix=settings.s3.prefix, **connection_options(settings.s3)
     )
 
 
