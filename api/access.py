@@ -1,16 +1,18 @@
 """Authorisation: what each route needs, in one table (docs/auth.md "Roles and public layers").
 
 Every route of :data:`api.routes.ROUTES` has a :class:`Rule` in :data:`RULES` (a route without
-one is refused when the app is built). A rule names the least role, the layer the route reads
-or changes, and whether anonymous callers may read public layers there. The order of refusals
-keeps the existence of layers private: no credentials ``401``; a layer the principal may not
-see ``404``; a role too low ``403``.
+one is refused when the app is built). A rule names the least role, every parameter of the
+route that names a layer (by name: path or query, each value checked), and whether anonymous
+callers may read public layers there. The order of refusals keeps the existence of layers
+private: no credentials ``401``; a layer the principal may not see ``404``; a role too low
+``403``. How each parameter names its layer is in :data:`LAYER_PARAMETERS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
@@ -18,15 +20,17 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.auth.principal import ANONYMOUS, Principal, Role
-from shared.errors import ForbiddenError, NotFoundError, UnauthorizedError
-from shared.raster.paths import encode_id, normalise_path
+from shared.errors import ForbiddenError, InvalidInputError, NotFoundError, UnauthorizedError
+from shared.raster.paths import decode_id, encode_id, file_of_layer, normalise_path
 from shared.settings import Settings
 
 __all__ = [
     "LAYER_KEY",
+    "LAYER_PARAMETERS",
     "PRINCIPAL_KEY",
     "RULES",
     "Rule",
+    "Sight",
     "guarded",
     "is_public",
     "layer_of",
@@ -58,19 +62,113 @@ def is_public(settings: Settings, layer: str) -> bool:
     return "*" in public or layer in public
 
 
+@dataclass(frozen=True)
+class Sight:
+    """The layers a request may see: every layer (``names`` None), or those named."""
+
+    names: frozenset[str] | None
+
+    @classmethod
+    def of(cls, request: Request, *, public: bool = True) -> Sight:
+        """What the request's principal sees: its layers, and with ``public`` the public ones."""
+        layers, shown = principal_of(request).layers, request.app.state.settings.auth.public_layers
+        if layers is None or (public and "*" in shown):
+            return cls(None)
+        return cls(layers | frozenset(shown) if public else layers)
+
+    def sees(self, layer: str) -> bool:
+        """Whether the layer with id ``layer`` is seen."""
+        return self.names is None or layer in self.names
+
+    def check(self, layer: str) -> str:
+        """``layer``, when it is seen.
+
+        Raises:
+            NotFoundError: it is not (the message does not name it: it does not exist here).
+        """
+        if not self.sees(layer):
+            raise NotFoundError("no such layer")
+        return layer
+
+    def leads_to(self, folder: str) -> bool:
+        """Whether the raster folder ``folder`` holds a raster layer seen, at any depth."""
+        return self.names is None or any(
+            path.startswith(f"{folder}/") for path in self.raster_paths
+        )
+
+    def sees_folder(self, folder: str) -> bool:
+        """Whether the raster folder ``folder`` is the raster root, or is, holds or lies in a
+        raster layer seen."""
+        if self.names is None or not folder.rstrip("/"):  # the root (as the listing reads it)
+            return True
+        folder = normalise_path(folder)
+        return self.leads_to(folder) or any(
+            folder == path or folder.startswith(f"{path}/") for path in self.raster_paths
+        )
+
+    @cached_property
+    def raster_paths(self) -> list[str]:
+        """The raster paths of the layers seen by name (the others are vector layers)."""
+        paths = []
+        for name in self.names or ():
+            try:
+                paths.append(decode_id(name))
+            except InvalidInputError:
+                continue
+        return paths
+
+
 def visible_layers(request: Request, layers: Sequence[str]) -> list[str]:
     """Those of ``layers`` the request's principal may see (listings show only those)."""
-    principal, settings = principal_of(request), request.app.state.settings
-    return [layer for layer in layers if principal.sees(layer) or is_public(settings, layer)]
+    sight = Sight.of(request)
+    return [layer for layer in layers if sight.sees(layer)]
 
 
-def _param(name: str) -> Callable[[Request], str]:
-    return lambda request: str(request.path_params[name])
+def _layer(request: Request, value: str, sight: Sight) -> str:
+    """A layer id: a raster layer's (its style), a vector layer's."""
+    return sight.check(value)
 
 
-def _raster_path(request: Request) -> str:
-    """The layer id of ``gis-raster/{path}``: the id of the normalised path."""
-    return encode_id(normalise_path(request.path_params["path"]))
+def _raster_path(request: Request, value: str, sight: Sight) -> str:
+    """A raster path (``gis-raster/{path}``): the layer is the id of its normal form."""
+    return sight.check(encode_id(normalise_path(value)))
+
+
+def _layer_file(request: Request, value: str, sight: Sight) -> str:
+    """A raster file of the layer the path's ``id`` names: that layer; another file is ``404``
+    (:func:`~shared.raster.paths.file_of_layer`)."""
+    layer = sight.check(request.path_params["id"])
+    file_of_layer(decode_id(layer), value)
+    return layer
+
+
+def _raster_folder(request: Request, value: str, sight: Sight) -> None:
+    """A raster folder (``gis-raster?folder=``): seen when it is, holds or lies in a layer seen;
+    a folder is no layer (None)."""
+    if not sight.sees_folder(value):
+        raise NotFoundError("no such folder")
+
+
+#: how a parameter names a layer, by its name (a rule names the parameters of its route that
+#: do): the layer id it names (None for a folder), once ``sight`` sees it; ``404`` otherwise
+LAYER_PARAMETERS: dict[str, Callable[[Request, str, Sight], str | None]] = {
+    "id": _layer,
+    "style": _layer,
+    "layer": _layer,
+    "path": _raster_path,
+    "file": _layer_file,
+    "folder": _raster_folder,
+}
+
+
+def _values(request: Request, name: str) -> list[str]:
+    """Every value of parameter ``name``: the path's, then each non-empty one of the query."""
+    path = [str(request.path_params[name])] if name in request.path_params else []
+    return path + [value for value in request.query_params.getlist(name) if value]
+
+
+def _credentials_needed() -> UnauthorizedError:
+    return UnauthorizedError("credentials are needed: an API key, a token or a login")
 
 
 @dataclass(frozen=True)
@@ -79,42 +177,78 @@ class Rule:
 
     Attributes:
         role: the least role; None: anyone, with credentials or without.
-        layer: the layer the request names (read from it), when the route is about one.
+        layers: the names of the parameters (path or query) that name a layer, a raster, a
+            file or a folder (see :data:`LAYER_PARAMETERS`); every value given is checked.
         public: anonymous callers may use the route on public layers (with no role: the answer
             shows anonymous callers the public layers, others what they may see).
+        every_layer: the route shows every layer's doings (the stream of all jobs): a caller
+            limited to layers is refused (``403``).
     """
 
     role: Role | None
-    layer: Callable[[Request], str] | None = None
+    layers: tuple[str, ...] = ()
     public: bool = False
+    every_layer: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = set(self.layers) - set(LAYER_PARAMETERS)
+        if unknown:
+            raise ValueError(f"no way to read a layer from parameters {sorted(unknown)}")
 
     def check(self, request: Request) -> str | None:
         """Refuse the request unless its principal may do this; the layer it names, if any.
 
         Raises:
             UnauthorizedError: no credentials (401).
-            NotFoundError: a layer the principal may not see (404, as if it did not exist).
-            ForbiddenError: a role too low (403).
+            NotFoundError: a layer, file or folder the principal may not see (404, as if it
+                did not exist).
+            ForbiddenError: a role too low, or a limit to layers where every layer shows (403).
         """
+        principal = principal_of(request)
+        needs_credentials = self.role is not None and principal.anonymous
+        if needs_credentials and not self.public:
+            raise _credentials_needed()
+        try:
+            layer = self._named(request, Sight.of(request, public=self.public))
+        except NotFoundError:
+            if needs_credentials:  # not a public layer: credentials might show it
+                raise _credentials_needed() from None
+            raise
         if self.role is None:
-            return None
-        principal, settings = principal_of(request), request.app.state.settings
-        layer = self.layer(request) if self.layer is not None else None
-        public = self.public and layer is not None and is_public(settings, layer)
+            return layer
         if principal.anonymous:
-            if public:
-                return layer
-            raise UnauthorizedError("credentials are needed: an API key, a token or a login")
-        if layer is not None and not (public or principal.sees(layer)):
-            raise NotFoundError(f"no layer {layer}", layer=layer)
+            if layer is None:  # a public route, but no public layer named
+                raise _credentials_needed()
+            return layer
         if not principal.has(self.role):
             raise ForbiddenError(f"this needs the {self.role} role", role=self.role)
+        if self.every_layer and principal.layers is not None:
+            raise ForbiddenError(
+                "this shows every layer: it is for callers not limited to some layers"
+            )
         return layer
+
+    def _named(self, request: Request, sight: Sight) -> str | None:
+        """The first layer the request's parameters name, each of them checked against
+        ``sight`` (None: they name none).
+
+        Raises:
+            NotFoundError: one names what ``sight`` does not see (``detail.parameter`` names it).
+        """
+        named = []
+        for name in self.layers:
+            for value in _values(request, name):
+                try:
+                    named.append(LAYER_PARAMETERS[name](request, value, sight))
+                except NotFoundError as exc:
+                    exc.detail.setdefault("parameter", name)
+                    raise
+        return next((layer for layer in named if layer is not None), None)
 
 
 def _read(param: str) -> Rule:
-    """Reading the layer named by path parameter ``param``: public layers need no credentials."""
-    return Rule("reader", layer=_param(param), public=True)
+    """Reading the layer named by parameter ``param``: public layers need no credentials."""
+    return Rule("reader", layers=(param,), public=True)
 
 
 #: the rule of every route, by route name
@@ -143,9 +277,9 @@ RULES: dict[str, Rule] = {
     "get_datasource": _read("layer"),
     "list_datasources": Rule(None, public=True),  # anonymous callers: the public layers
     # reading data and calling providers
-    "get_raster_list": Rule(None, public=True),  # anonymous callers: the public layers
-    "get_raster_stat": Rule("reader", layer=_param("id")),
-    "get_raster_info": Rule("reader", layer=_param("id")),
+    "get_raster_list": Rule(None, layers=("folder",), public=True),  # anonymous: public ones
+    "get_raster_stat": Rule("reader", layers=("id",)),
+    "get_raster_info": Rule("reader", layers=("id", "file")),
     "get_geocode": Rule("reader"),
     "get_reverse_geocode": Rule("reader"),
     "get_map_route": Rule("reader"),
@@ -155,20 +289,21 @@ RULES: dict[str, Rule] = {
     "get_parcel": Rule("reader"),
     "get_parcel_api": Rule("reader"),
     "post_pdf_merge": Rule("reader"),
-    # a job's record and stream: its creator and operators (checked by the job service)
-    "list_jobs": Rule("reader"),
+    # a job's record and stream: its creator, and operators who see its layer (checked by the
+    # job service)
+    "list_jobs": Rule("reader", layers=("layer",)),
     "get_job": Rule("reader"),
     "delete_job": Rule("reader"),
     "get_job_events": Rule("reader"),
     # starting jobs, changing layers and caches, every job's stream
-    "get_raster_config": Rule("operator", layer=_raster_path),
-    "get_layer_compress": Rule("operator", layer=_param("id")),
-    "get_layer_pretile": Rule("operator", layer=_param("id")),
-    "get_speed_test": Rule("operator"),
+    "get_raster_config": Rule("operator", layers=("path",)),
+    "get_layer_compress": Rule("operator", layers=("id",)),
+    "get_layer_pretile": Rule("operator", layers=("id",)),
+    "get_speed_test": Rule("operator", layers=("layer",)),
     "get_probe": Rule("operator"),
-    "delete_vtile_cache": Rule("operator", layer=_param("layer")),
-    "get_events": Rule("operator"),
-    "get_metrics": Rule("operator"),  # /metrics, at the root (api.metrics)
+    "delete_vtile_cache": Rule("operator", layers=("layer",)),
+    "get_events": Rule("operator", every_layer=True),
+    "get_metrics": Rule("operator"),  # /metrics, at the root and under each mount
     # users, keys, OAuth clients
     **{
         name: Rule("admin")

@@ -17,7 +17,6 @@ from api.authn import AuthenticationMiddleware, Authenticator, auth_engine
 from api.cors import cors_middleware
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
-from api.metrics import ROUTES as METRICS_ROUTES
 from api.metrics import MetricsMiddleware
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
@@ -148,7 +147,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Mount(USER_PREFIX, routes=ROUTES, name="api-user"),
             Mount(V1_PREFIX, routes=ROUTES, name="api-v1"),
             *ROOT_ROUTES,
-            *METRICS_ROUTES,
         ],
         middleware=[
             Middleware(MetricsMiddleware),  # outermost: every answer counted, refusals too

@@ -60,10 +60,15 @@ def _worker_argv(settings: Settings, queues: str, concurrency: int, beat: bool =
 
 
 def _flower_argv(settings: Settings) -> list[str]:
-    # Flower asks for a login and password of its own (from the settings or the secrets file)
     argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "flower"]
-    argv += [f"--basic-auth={flower_basic_auth(settings)}"]
     return argv + [f"--port={settings.flower_port}", f"--address={settings.host}"]
+
+
+def _flower_env(settings: Settings) -> dict[str, str]:
+    """Flower's environment: its login and password (from the settings or the secrets file)
+    in ``FLOWER_BASIC_AUTH``, which Flower reads, never on its command line (``ps`` shows
+    every process's)."""
+    return {**os.environ, "FLOWER_BASIC_AUTH": flower_basic_auth(settings)}
 
 
 def _convert_argv(settings: Settings) -> list[str]:
@@ -111,15 +116,24 @@ def _demo_data(settings: Settings, data_dir: Path | None, replace: bool) -> int:
     from sqlalchemy import create_engine
     from sqlalchemy.exc import OperationalError
 
-    from shared.demo import copy_rasters, default_data_dir, load_countries
+    from shared.demo import DEMO_DATA, copy_rasters, load_countries
+    from shared.errors import MapsvcError
+    from shared.raster.store import raster_store
 
-    data_dir = data_dir or default_data_dir()
+    data_dir = data_dir or settings.demo_data_dir or DEMO_DATA
     if not (data_dir / "raster").is_dir():
         print(f"no demo data at {data_dir}", file=sys.stderr)
         return 2
     settings.ensure_work_dir()
-    copied = copy_rasters(data_dir, settings.work_dir)
-    print(f"rasters: {len(copied)} copied into {settings.dirs.raster}")
+    store = raster_store(settings)  # the work dir's map/raster, or the bucket
+    try:
+        copied = copy_rasters(data_dir, store)
+    except MapsvcError as exc:  # the bucket unreachable or refusing
+        print(f"rasters: {exc.message}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(f"rasters: {len(copied)} copied into {store.describe()}")
     engine = create_engine(settings.database_url, connect_args={"connect_timeout": 3})
     try:
         print(f"countries: {load_countries(engine, data_dir, replace=replace)} rows in PostGIS")
@@ -179,7 +193,8 @@ def _up(settings: Settings) -> int:
         subprocess.Popen(
             _worker_argv(settings, _ALL_QUEUES, settings.jobs.worker_concurrency), env=metrics_env
         ),
-        *(subprocess.Popen(argv) for argv in (_flower_argv(settings), _convert_argv(settings))),
+        subprocess.Popen(_flower_argv(settings), env=_flower_env(settings)),
+        subprocess.Popen(_convert_argv(settings)),
     ]
     stop = False
 
@@ -247,7 +262,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     render.add_argument("--lang", default=None, help="label language (default: the setting)")
     render.add_argument("--out", type=Path, default=Path("tile.png"), help="default: tile.png")
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
-    demo.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/data")
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="default: MAPSVC_DEMO_DATA_DIR or deploy/demo-data",
+    )
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
     cli_auth.add_commands(sub)
     args = parser.parse_args(argv)
@@ -268,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _metrics_env(settings),
         )
     if args.command == "flower":
-        return _exec(_flower_argv(settings))
+        return _exec(_flower_argv(settings), _flower_env(settings))
     if args.command == "front":
         return _exec(_front_argv(settings))
     if args.command == "convert-server":

@@ -1,32 +1,41 @@
 """The nginx front of ``make run``: cached tiles straight from the tile cache, the rest to the API.
 
 mod_tile's shape: a cached tile is a file, and a web server sends a file far faster than any
-Python stack (docs/benchmarks.md). The front serves a raster tile from ``map/rtile`` only when
-the API would answer it the same way:
+Python stack (docs/benchmarks.md). nginx never judges a credential: the API's one parser does
+(``api.authn.read_credentials`` and the route's rule). The front sends a raster tile from
+``map/rtile`` itself only
 
-- anonymous (no credentials, no query) on a public layer (``MAPSVC_PUBLIC_LAYERS``); or with
-  credentials (the ``Authorization`` header, or ``api_key`` as the only query) once the API has
-  said yes to them for the style (``GET rtile/<style>/access`` through ``auth_request``, the yes
-  kept ``MAPSVC_FRONT_ACCESS_TTL_S``); a refusal, a query or a missing file send the request to
-  the API, which checks, renders and caches;
-- the answer has the API's headers: ``X-Cache: HIT``, ``Cache-Control`` (``private`` for a
-  layer that is not public), CORS, and the strong ``ETag`` nginx gives the file (the API gives
-  the same) with ``304`` on ``If-None-Match``;
-- the tiles budget holds per client address and per credential (``limit_req``); the front's
-  own refusals and an API that does not answer are the API's JSON error shape.
+- to an anonymous caller (``GET`` or ``HEAD``, no ``Authorization`` header, no ``?`` at all in
+  the request line) on a public layer (``MAPSVC_PUBLIC_LAYERS``); or
+- to a caller offering one credential (the ``Authorization`` header, or ``api_key`` as the only
+  query) once the API has answered ``204`` to ``GET rtile/<style>/access`` carrying exactly what
+  the client sent (the same header, the same raw query) for the style nginx read from the
+  normalised path (the file it sends). The yes is kept ``MAPSVC_FRONT_ACCESS_TTL_S`` under that
+  raw text; it names the caller (``X-Principal``), whose tiles budget the request counts on;
 
-Vector tiles of public layers asked anonymously are kept ``MAPSVC_FRONT_VTILE_TTL_S``.
-Everything else is passed to the API unbuffered (SSE, streamed GeoJSON, uploads), with the
-client's address in ``X-Forwarded-For`` (uvicorn trusts it from loopback only).
+anything else (a refusal, another query or method, a missing file) goes to the API, which
+checks, renders and caches. A tile from disk has the API's headers: ``X-Cache: HIT``,
+``Cache-Control`` (``private`` for a layer that is not public), CORS, and the strong ``ETag``
+nginx gives the file (the API gives the same) with ``304`` on ``If-None-Match``.
+
+Every answer of the front itself (a malformed request, a ``#`` in the request line, the tiles
+budget, the API not answering) is the API's JSON error shape with ``X-Request-ID``. Vector
+tiles of public layers asked anonymously are kept ``MAPSVC_FRONT_VTILE_TTL_S``. Everything else
+is passed to the API unbuffered (SSE, streamed GeoJSON, uploads), with the client's address in
+``X-Forwarded-For`` (uvicorn trusts it from loopback only). Started as root, nginx's workers run
+as ``www-data`` (else ``nobody``), and the tile cache is opened to their group (docs/front.md).
 """
 
 from __future__ import annotations
 
+import grp
 import json
+import logging
 import math
 import os
 import pwd
 import shutil
+import stat
 from pathlib import Path
 
 from shared.settings import LANG_PATTERN, Settings
@@ -37,8 +46,11 @@ __all__ = [
     "http_basics",
     "nginx_config",
     "nginx_main",
+    "worker_user",
     "write_front_config",
 ]
+
+log = logging.getLogger("mapsvc.front")
 
 _STYLE = "[A-Za-z0-9_-]{1,240}"
 _LANG = LANG_PATTERN.strip("^$").replace("(", "(?:")
@@ -63,6 +75,26 @@ _RATE_LIMITED = _error(
     "rate-limited", "too many tile requests: slow down (see Retry-After)", budget="tiles"
 )
 _UNAVAILABLE = _error("unavailable", "the API is not answering: try again shortly")
+#: what nginx refuses before the API sees it: (status nginx gives it, status sent, code, message);
+#: 494 (a header too large) goes out as 400
+_REFUSALS = (
+    (
+        400,
+        400,
+        "invalid-input",
+        "malformed request: a bad request line, %-escape or header, or a header sent twice",
+    ),
+    (404, 404, "not-found", "no such route"),
+    (414, 414, "invalid-input", "the URL is too long"),
+    (494, 400, "invalid-input", "a request header is too large"),
+    (500, 500, "internal", "internal error of the front"),
+    (501, 501, "invalid-input", "this Transfer-Encoding is not supported"),
+    (505, 505, "invalid-input", "this HTTP version is not supported"),
+)
+_FRAGMENT = _error(
+    "invalid-input",
+    "a '#' in the request line: a fragment is not sent to a server (as data: %23)",
+)
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
 
 
@@ -71,6 +103,17 @@ def front_enabled(settings: Settings) -> bool:
     if settings.front == "auto":
         return shutil.which("nginx") is not None
     return settings.front == "nginx"
+
+
+def worker_user() -> pwd.struct_passwd | None:
+    """The unprivileged user nginx's workers run as when it starts as root (``www-data``, else
+    ``nobody``); None when it does not start as root (its workers are its own user then)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam("www-data")
+    except KeyError:
+        return pwd.getpwnam("nobody")
 
 
 def _public_map(settings: Settings) -> str:
@@ -89,20 +132,65 @@ def _cors(settings: Settings) -> str:
     )
 
 
-def _worker_user() -> str:
-    """nginx's ``user`` line: started as root, its workers would run as nobody, who may not read
-    the tile cache (tiles are written 0600), so they run as the user that runs mapsvc."""
-    return f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
+def _json_answer(settings: Settings) -> str:
+    """The lines of a location whose answer is the front's own JSON error."""
+    return (
+        "            types { }  # the tile's extension must not name the type of this answer\n"
+        "            default_type application/json;\n"
+        "            add_header X-Request-ID $request_id always;\n"
+        f"{_cors(settings)}"
+    )
+
+
+def _refusals(settings: Settings) -> str:
+    """The front's own refusals: the pages of what nginx refuses itself, and a ``#``."""
+    pages = "".join(
+        f"""
+        location = /_front/refused/{caught} {{
+            internal;
+{_json_answer(settings)}            return {sent} '{_error(code, message)}';
+        }}
+"""
+        for caught, sent, code, message in _REFUSALS
+    )
+    return f"""{pages}
+        location = /_front/refused/fragment {{
+            internal;
+{_json_answer(settings)}            return 400 '{_FRAGMENT}';
+        }}
+"""
+
+
+def _api(settings: Settings) -> str:
+    """What ``proxy_pass`` names the API by: the upstream ``api``, looked up once at start, or,
+    with ``MAPSVC_FRONT_RESOLVER``, a variable, whose name nginx looks up at request time."""
+    return "$api_backend" if settings.front_resolver else "api"
+
+
+def _upstream(settings: Settings, backend: str) -> str:
+    """The API's address: an upstream of kept connections, or the name and the resolver."""
+    if settings.front_resolver:
+        # no upstream block: nginx would look the name up once; a variable is looked up
+        # when a request needs it (the answer kept 10 s), so a re-created API is found
+        return f"""    resolver {settings.front_resolver} valid=10s;
+    map $host $api_backend {{
+        default {backend};
+    }}"""
+    return f"""    upstream api {{
+        server {backend};
+        keepalive 64;
+    }}"""
 
 
 def _access(settings: Settings) -> str:
-    """The subrequest that asks the API whether a credential may read a style's tiles."""
+    """The subrequest that asks the API whether what the client sent may read a style's tiles:
+    the same ``Authorization`` header (all the client's headers pass), the same raw query."""
     ttl = settings.front_access_ttl_s
     cache = (
         f"""
             proxy_buffering on;  # nginx keeps only what it buffers
             proxy_cache access;
-            proxy_cache_key "$front_style|$http_authorization|$access_query";
+            proxy_cache_key "$front_style|$http_authorization|$raw_query";
             proxy_cache_valid 204 {ttl}s;
             proxy_cache_lock on;
             proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;"""
@@ -112,10 +200,10 @@ def _access(settings: Settings) -> str:
     return f"""
         location = /_front/access {{
             internal;
-            if ($access_anonymous) {{
-                return 204;  # a public layer: nothing to ask
+            if ($tile_route = disk) {{
+                return 204;  # anonymous on a public layer: nothing to ask
             }}
-            proxy_pass http://api/api-user/rtile/$front_style/access$access_query;
+            proxy_pass http://{_api(settings)}/api-user/rtile/$front_style/access$raw_query;
             proxy_pass_request_body off;
             # a directive here replaces the server's list: all of it again
             proxy_set_header Content-Length "";
@@ -125,6 +213,40 @@ def _access(settings: Settings) -> str:
             proxy_set_header X-Forwarded-Proto $scheme;{cache}
         }}
 """
+
+
+def _raster(settings: Settings) -> str:
+    """Raster tiles: from disk once the caller may read them, after the tiles budget."""
+    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
+    per_min = settings.auth.rate_tiles_per_min
+    return f"""
+        location ~ "{_TILE}" {{
+            if ($tile_route = api) {{
+                return 418;
+            }}
+            error_page 418 401 403 500 502 503 504 = @api;
+            set $front_style $style;  # the subrequest sees the main request's variables
+            auth_request /_front/access;
+            auth_request_set $principal $upstream_http_x_principal;
+            # on to @tile after the access phase: limit_req runs before it, and the budget of
+            # a caller with credentials is the principal the API named
+            root {tiles};
+            try_files "" @tile;
+        }}
+
+        location @tile {{
+            error_page 429 = @rate_limited;
+            error_page 502 504 = @unavailable;  # a list here replaces the server's
+            limit_req zone=tiles burst={per_min} nodelay;
+            limit_req zone=keys burst={per_min} nodelay;
+            limit_req_status 429;
+            max_ranges 0;  # the whole tile, as the API sends it
+            root {tiles};
+            try_files /$style/$tile_lang/$z/$x/$y.$tile_ext @api;
+            add_header X-Cache HIT always;
+            add_header Cache-Control "$tile_visibility, max-age={max_age}" always;
+{_cors(settings)}        }}
+{_access(settings)}"""
 
 
 def _vector(settings: Settings) -> str:
@@ -148,7 +270,7 @@ def _vector(settings: Settings) -> str:
             limit_req_status 429;
             error_page 429 = @rate_limited;
             error_page 502 504 = @unavailable;  # a list here replaces the server's
-            proxy_pass http://api;
+            proxy_pass http://{_api(settings)};
             proxy_buffering on;  # nginx keeps only what it buffers
             proxy_cache vtiles;
             proxy_cache_key "$uri|$gzip_ok{origin}";
@@ -166,70 +288,34 @@ def _vector(settings: Settings) -> str:
 """
 
 
-def nginx_main(run_dir: Path, name: str) -> str:
-    """The lines of an nginx configuration before ``http``: workers, and ``<name>.pid`` and
-    ``<name>-error.log`` in ``run_dir`` (the front's; also the benchmark's plain nginx)."""
-    return f"""{_worker_user()}worker_processes auto;
-pid {run_dir}/{name}.pid;
-error_log {run_dir}/{name}-error.log warn;
-events {{ worker_connections 4096; }}
-"""
-
-
-def http_basics(run_dir: Path) -> str:
-    """The first lines of ``http``: files sent as fast as nginx can, the tile formats' types,
-    temporary files in ``run_dir``."""
-    return f"""    access_log off;
-    server_tokens off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    types {{
-        image/png png;
-        image/webp webp;
-        image/jpeg jpg;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path {run_dir}/body;
-    proxy_temp_path {run_dir}/proxy;
-    fastcgi_temp_path {run_dir}/fastcgi;
-    uwsgi_temp_path {run_dir}/uwsgi;
-    scgi_temp_path {run_dir}/scgi;"""
-
-
-def nginx_config(settings: Settings, backend: str, run_dir: Path) -> str:
-    """The nginx configuration of the front.
-
-    Args:
-        settings: listen address and port, tile cache, public layers, limits.
-        backend: ``host:port`` of the API.
-        run_dir: where nginx keeps its pid, log and temporary files.
-    """
-    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
+def _disk_http(settings: Settings, run_dir: Path) -> str:
+    """The ``http`` lines of the tiles sent from disk: kept answers, who asks, the budgets."""
     per_min = settings.auth.rate_tiles_per_min
-    stream_s = int(settings.jobs.sse_max_duration_s) + 60
-    retry_s = max(1, math.ceil(60 / per_min))
-    return f"""# made by mapsvc (api/front.py); changes are lost on the next start
-{nginx_main(run_dir, "nginx")}
-http {{
-{http_basics(run_dir)}
-    # the API's yes per credential and style; vector tiles of public layers (both 0700)
+    return f"""
+    # the API's yes per style and what the client sent; vector tiles of public layers (both 0700)
     proxy_cache_path {run_dir}/access levels=1:2 keys_zone=access:4m max_size=64m
                      inactive=10m use_temp_path=off;
     proxy_cache_path {run_dir}/vtiles levels=1:2 keys_zone=vtiles:16m max_size=1g
                      inactive=10m use_temp_path=off;
 
-    # who asks: anonymous (no credentials, no query), keyed (the Authorization header or
-    # api_key as the only query), or anything else (the API answers it)
-    map $args $args_kind {{
+    # who asks, read from what the client sent and nothing else: anonymous (GET or HEAD, no
+    # Authorization header, no '?' in the request line), keyed (the Authorization header, or
+    # api_key as the only query: the API judges it), or anything else (the API answers it)
+    map $request_uri $raw_query {{
+        "~^[^?]*(?<rq>[?].*)$" $rq;
+        default "";
+    }}
+    map $raw_query $query_kind {{
         "" none;
-        "~^api_key=[A-Za-z0-9._~-]{{1,512}}$" key;
+        "~^[?]api_key=[A-Za-z0-9._~-]{{1,512}}$" key;
         default other;
     }}
-    map "$args_kind|$http_authorization" $caller {{
-        "none|" anonymous;
-        "~^none[|]." keyed;
-        "key|" keyed;
+    map "$request_method:$query_kind:$http_authorization" $caller {{
+        "GET:none:" anonymous;
+        "HEAD:none:" anonymous;
+        "~^(?:GET|HEAD):none:." keyed;
+        "GET:key:" keyed;
+        "HEAD:key:" keyed;
         default other;
     }}
     map $style $public {{
@@ -244,24 +330,11 @@ http {{
     }}
     map "$caller:$public" $tile_route {{
         "anonymous:1" disk;
-        "~^keyed:" disk;
+        "~^keyed:" keyed;
         default api;
     }}
     map $caller $anonymous_addr {{
         anonymous $binary_remote_addr;
-        default "";
-    }}
-    map $caller $credential {{
-        keyed "$http_authorization$arg_api_key";
-        default "";
-    }}
-    # the subrequest asking the API: the key in the tile's query, if any
-    map $request_uri $access_query {{
-        "~[?](?<aquery>api_key=[A-Za-z0-9._~-]{{1,512}})$" "?$aquery";
-        default "";
-    }}
-    map "$access_query$http_authorization" $access_anonymous {{
-        "" 1;
         default "";
     }}
     map $ext $tile_ext {{
@@ -290,13 +363,78 @@ http {{
         UPDATING "";
         default $upstream_http_x_request_id;
     }}
+    # the tiles budget: per client address for anonymous callers, else per principal
     limit_req_zone $anonymous_addr zone=tiles:10m rate={per_min}r/m;
-    limit_req_zone $credential zone=keys:10m rate={per_min}r/m;
+    limit_req_zone $principal zone=keys:10m rate={per_min}r/m;
+"""
 
-    upstream api {{
-        server {backend};
-        keepalive 64;
+
+def nginx_main(run_dir: Path, name: str) -> str:
+    """The lines of an nginx configuration before ``http``: workers (not root, see
+    :func:`worker_user`), ``<name>.pid`` and ``<name>-error.log`` in ``run_dir`` (the front's;
+    also the benchmark's plain nginx). The error log keeps only critical messages: nginx quotes
+    the request line, query and credentials included, in the others."""
+    worker = worker_user()
+    user = (
+        f"user {worker.pw_name} {grp.getgrgid(worker.pw_gid).gr_name};\n"
+        if worker is not None
+        else ""
+    )
+    return f"""{user}worker_processes auto;
+pid {run_dir}/{name}.pid;
+error_log {run_dir}/{name}-error.log crit;
+events {{ worker_connections 4096; }}
+"""
+
+
+def http_basics(run_dir: Path) -> str:
+    """The first lines of ``http``: no access log (queries carry keys), files sent as fast as
+    nginx can, the tile formats' types, temporary files in ``run_dir``."""
+    return f"""    access_log off;
+    server_tokens off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    types {{
+        image/png png;
+        image/webp webp;
+        image/jpeg jpg;
     }}
+    default_type application/octet-stream;
+    client_body_temp_path {run_dir}/body;
+    proxy_temp_path {run_dir}/proxy;
+    fastcgi_temp_path {run_dir}/fastcgi;
+    uwsgi_temp_path {run_dir}/uwsgi;
+    scgi_temp_path {run_dir}/scgi;"""
+
+
+def nginx_config(settings: Settings, backend: str, run_dir: Path, *, disk: bool = True) -> str:
+    """The nginx configuration of the front.
+
+    Args:
+        settings: listen address and port, tile cache, public layers, limits.
+        backend: ``host:port`` of the API.
+        run_dir: where nginx keeps its pid, log and temporary files.
+        disk: whether nginx's workers may read the tile cache and ``run_dir``; if not, the
+            front passes every request to the API.
+    """
+    stream_s = int(settings.jobs.sse_max_duration_s) + 60
+    retry_s = max(1, math.ceil(60 / settings.auth.rate_tiles_per_min))
+    refused = "".join(
+        f"        error_page {caught} /_front/refused/{caught};\n" for caught, *_ in _REFUSALS
+    )
+    return f"""# made by mapsvc (api/front.py); changes are lost on the next start
+{nginx_main(run_dir, "nginx")}
+http {{
+{http_basics(run_dir)}
+{_disk_http(settings, run_dir) if disk else ""}
+    # a '#' in the request line: uvicorn would drop it and what follows, unseen
+    map $request_uri $fragment {{
+        "~#" 1;
+        default "";
+    }}
+
+{_upstream(settings, backend)}
 
     server {{
         listen {settings.host}:{settings.port};
@@ -309,51 +447,73 @@ http {{
         proxy_buffering off;  # event streams and streamed answers flow as they come
         proxy_request_buffering off;
         proxy_read_timeout {stream_s}s;
-        # the API not answering: its JSON error shape, never nginx's page
+        # what nginx refuses itself, and the API not answering: the API's JSON error shape;
+        # pages by URI: a request line nginx could not read has no URI to go to a named
+        # location from
         recursive_error_pages on;
-        error_page 502 504 = @unavailable;
-
-        location ~ "{_TILE}" {{
-            if ($tile_route = api) {{
-                return 418;
-            }}
-            error_page 418 401 403 500 502 503 504 = @api;
-            error_page 429 = @rate_limited;
-            set $front_style $style;  # the subrequest sees the main request's variables
-            limit_req zone=tiles burst={per_min} nodelay;
-            limit_req zone=keys burst={per_min} nodelay;
-            limit_req_status 429;
-            auth_request /_front/access;
-            root {tiles};
-            try_files /$style/$tile_lang/$z/$x/$y.$tile_ext @api;
-            add_header X-Cache HIT always;
-            add_header Cache-Control "$tile_visibility, max-age={max_age}" always;
-{_cors(settings)}        }}
-{_access(settings)}{_vector(settings)}
+{refused}        error_page 502 504 = @unavailable;
+        if ($fragment) {{
+            rewrite ^ /_front/refused/fragment last;
+        }}
+{(_raster(settings) + _vector(settings)) if disk else ""}{_refusals(settings)}
         location @rate_limited {{
-            types {{ }}  # the tile's extension must not name the type of this answer
-            default_type application/json;
-            add_header Retry-After {retry_s} always;
-{_cors(settings)}            return 429 '{_RATE_LIMITED}';
+{_json_answer(settings)}            add_header Retry-After {retry_s} always;
+            return 429 '{_RATE_LIMITED}';
         }}
 
         location @unavailable {{
-            types {{ }}  # the tile's extension must not name the type of this answer
-            default_type application/json;
-            add_header Retry-After 5 always;
-{_cors(settings)}            return 503 '{_UNAVAILABLE}';
+{_json_answer(settings)}            add_header Retry-After 5 always;
+            return 503 '{_UNAVAILABLE}';
         }}
 
         location @api {{
-            proxy_pass http://api;
+            proxy_pass http://{_api(settings)};
         }}
 
         location / {{
-            proxy_pass http://api;
+            proxy_pass http://{_api(settings)};
         }}
     }}
 }}
 """
+
+
+def _blocking(folder: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first folder from the root down to ``folder`` that ``user`` may not pass, if any."""
+    groups = {user.pw_gid} | {g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem}
+    for step in (*reversed(folder.parents), folder):
+        info = step.stat()
+        if info.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return step
+    return None
+
+
+def _open_to_workers(settings: Settings, run_dir: Path, worker: pwd.struct_passwd) -> bool:
+    """Open the tile cache to the group of nginx's workers (``2750``: the folders and tiles made
+    in it later are the group's too, other users see none); whether the workers reach it and
+    ``run_dir``."""
+    rtile = settings.dirs.rtile.resolve()
+    os.chown(rtile, -1, worker.pw_gid)
+    os.chmod(rtile, 0o2750)
+    os.chmod(run_dir, 0o711)  # nginx gives its own folders in it to the workers
+    for folder in (rtile.parent, run_dir):
+        blocked = _blocking(folder, worker)
+        if blocked is not None:
+            log.warning(
+                "nginx's workers run as %s, who may not pass %s: the front passes every request"
+                " to the API (no tiles from disk); chmod o+x %s lets them through",
+                worker.pw_name,
+                blocked,
+                blocked,
+            )
+            return False
+    return True
 
 
 def write_front_config(settings: Settings, backend: str) -> Path:
@@ -361,8 +521,11 @@ def write_front_config(settings: Settings, backend: str) -> Path:
     run_dir = (settings.work_dir / "run").resolve()
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    settings.dirs.rtile.mkdir(parents=True, exist_ok=True)
+    worker = worker_user()
+    disk = worker is None or _open_to_workers(settings, run_dir, worker)
     path = run_dir / "nginx.conf"
-    path.write_text(nginx_config(settings, backend, run_dir))
+    path.write_text(nginx_config(settings, backend, run_dir, disk=disk))
     os.chmod(path, 0o600)
     return path
 
@@ -370,5 +533,5 @@ def write_front_config(settings: Settings, backend: str) -> Path:
 def front_argv(config: Path) -> list[str]:
     """The command of the front, in the foreground (its errors go to the run folder's log)."""
     nginx = shutil.which("nginx") or "nginx"
-    log = str(config.parent / "nginx-error.log")
-    return [nginx, "-e", log, "-c", str(config), "-g", "daemon off;"]
+    log_file = str(config.parent / "nginx-error.log")
+    return [nginx, "-e", log_file, "-c", str(config), "-g", "daemon off;"]

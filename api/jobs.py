@@ -79,12 +79,18 @@ def make_celery_client(settings: Settings) -> Celery:
 
 
 def _allowed(record: JobRecord, principal: Principal) -> bool:
-    """Whether ``principal`` may see the job: its creator and operators may."""
-    return principal.has("operator") or bool(record.owner and record.owner == principal.id)
+    """Whether ``principal`` may see the job: its creator may, and operators who see its layer
+    (a job about no layer: operators not limited to layers)."""
+    if record.owner and record.owner == principal.id:
+        return True
+    if not principal.has("operator"):
+        return False
+    return principal.sees(record.layer) if record.layer else principal.layers is None
 
 
 def _check_access(record: JobRecord, principal: Principal) -> None:
-    """Refuse a job record to all but its creator and operators (as if it did not exist)."""
+    """Refuse a job record to all but those :func:`_allowed` lets see it (as if it did not
+    exist)."""
     if not _allowed(record, principal):
         raise NotFoundError(f"no job {record.id}", job_id=record.id)
 
@@ -247,7 +253,7 @@ class JobService:
 
         Raises:
             NotFoundError: no such job (or it expired), or one ``request``'s principal may
-                not see (its creator and operators may).
+                not see (its creator, and operators who see its layer, may).
         """
         record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
         if request is not None:

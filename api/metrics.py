@@ -16,7 +16,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from api.access import guarded
 from api.middleware import HttpMiddleware
 from api.services import services
 from shared import metrics
@@ -99,5 +98,6 @@ async def get_metrics(request: Request) -> Response:
     return Response(body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
 
 
-#: ``/metrics`` at the root, behind its rule (``api.access.RULES``)
-ROUTES = guarded([Route("/metrics", get_metrics, methods=["GET"], name="get_metrics")])
+#: ``/metrics``, at the root (where Prometheus looks) and under each mount; `api.routes` puts
+#: it behind its rule (``api.access.RULES``)
+ROUTES = [Route("/metrics", get_metrics, methods=["GET"], name="get_metrics")]

@@ -9,6 +9,20 @@ set -euo pipefail
 
 DB_URL=${MAPSVC_DATABASE_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc}
 REDIS_URL=${MAPSVC_REDIS_URL:-redis://127.0.0.1:6379/0}
+# A password in the Redis URL (redis://[user]:password@host:port/db) never goes on a command
+# line (ps shows them): redis-cli gets the URL without it and the password, percent-decoded,
+# in REDISCLI_AUTH; messages show the URL without it
+REDIS_CLI=(redis-cli -u "$REDIS_URL")
+REDIS_SHOWN=$REDIS_URL
+if [[ $REDIS_URL =~ ^(rediss?://)([^:@/]*):([^@/]*)@(.*)$ ]]; then
+  REDIS_CLI=(redis-cli -u "${BASH_REMATCH[1]}${BASH_REMATCH[4]}")
+  [ -n "${BASH_REMATCH[2]}" ] && REDIS_CLI+=(--user "${BASH_REMATCH[2]}")
+  REDIS_SHOWN="${BASH_REMATCH[1]}${BASH_REMATCH[2]}:***@${BASH_REMATCH[4]}"
+  REDISCLI_AUTH=$(printf '%b' "${BASH_REMATCH[3]//%/\\x}")
+  export REDISCLI_AUTH
+fi
+# PONG, not just an answer: redis-cli exits 0 on a refused password too
+redis_up() { [ "$("${REDIS_CLI[@]}" ping 2>/dev/null)" = PONG ]; }
 PG_URL=${DB_URL/+psycopg/}
 DB_NAME=${PG_URL##*/}
 DB_NAME=${DB_NAME%%\?*}
@@ -59,26 +73,29 @@ if [ "${1:-}" = "--test-tools" ] && [ -f "$BROWSER_TESTS/package-lock.json" ] &&
   cp "$BROWSER_TESTS/package-lock.json" "$BROWSER_TESTS/node_modules/.services-sh-lock"
 fi
 
-if is_local "$REDIS_URL" && ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then
+if is_local "$REDIS_URL" && ! redis_up; then
   say "starting Redis"
   as_root mkdir -p /var/lib/redis /var/log/redis
   # AOF, fsynced every second: a restart of Redis keeps the queued jobs and their records
-  # (at most the last second of writes is lost); the folder holds the AOF
-  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+  # (at most the last second of writes is lost); the folder holds the AOF. The URL's
+  # password, if any, is the server's requirepass, given on its standard input (`-`)
+  printf '%s\n' ${REDISCLI_AUTH:+"requirepass \"$REDISCLI_AUTH\""} |
+    as_root redis-server - --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
     --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --dir /var/lib/redis \
     --logfile /var/log/redis/mapsvc.log
-  for _ in $(seq 50); do redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 50); do redis_up && break; sleep 0.1; done
 fi
-redis-cli -u "$REDIS_URL" ping >/dev/null || { say "Redis at $REDIS_URL does not answer"; exit 1; }
+redis_up || { say "Redis at $REDIS_SHOWN does not answer PING (down, or the password is wrong)"
+  exit 1; }
 # Redis holds the broker's queues and the job records: it must never evict a key to make room
 # (the caches keep to their own byte budgets, MAPSVC_*_CACHE_MAX_BYTES)
-POLICY=$(redis-cli -u "$REDIS_URL" info memory | sed -n 's/^maxmemory_policy:\(.*\)\r$/\1/p')
-[ "$POLICY" = noeviction ] || { say "Redis at $REDIS_URL has maxmemory-policy $POLICY;"\
+POLICY=$("${REDIS_CLI[@]}" info memory | sed -n 's/^maxmemory_policy:\(.*\)\r$/\1/p')
+[ "$POLICY" = noeviction ] || { say "Redis at $REDIS_SHOWN has maxmemory-policy $POLICY;"\
 " mapsvc needs noeviction (redis-cli config set maxmemory-policy noeviction)"; exit 1; }
 # A Redis this script did not start keeps its own durability: turning AOF on is its owner's
 # call (it rewrites the whole data set, and CONFIG SET lasts only until a restart)
-if [ "$(redis-cli -u "$REDIS_URL" config get appendonly | tail -1)" != yes ]; then
-  say "note: Redis at $REDIS_URL runs without AOF: a restart of it loses queued jobs and their"\
+if [ "$("${REDIS_CLI[@]}" config get appendonly | tail -1)" != yes ]; then
+  say "note: Redis at $REDIS_SHOWN runs without AOF: a restart of it loses queued jobs and their"\
 " records (to keep them: start it with --appendonly yes, or redis-cli config set appendonly yes)"
 fi
 
@@ -95,5 +112,5 @@ if [ "$(psql "$SERVER_URL" -tAc "select 1 from pg_database where datname = '$DB_
   psql "$SERVER_URL" -qc "CREATE DATABASE \"$DB_NAME\""
 fi
 psql "$PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS postgis' >/dev/null
-say "Redis $(redis-cli -u "$REDIS_URL" info server | sed -n 's/^redis_version:\(.*\)\r$/\1/p'),"\
+say "Redis $("${REDIS_CLI[@]}" info server | sed -n 's/^redis_version:\(.*\)\r$/\1/p'),"\
 " PostgreSQL $DB_NAME with PostGIS $(psql "$PG_URL" -tAc 'select postgis_lib_version()')"

@@ -1,4 +1,4 @@
-"""Demo data: the shared rasters copied into the work dir, the countries loaded into PostGIS."""
+"""Demo data (`deploy/demo-data`): rasters copied to the raster store, countries into PostGIS."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ import numpy as np
 import pyogrio.raw
 from sqlalchemy import Engine, text
 
-from shared.workdir import WorkDir
+from shared.errors import NotFoundError
+from shared.raster.store import RasterStore
 
-__all__ = ["COUNTRIES_TABLE", "copy_rasters", "default_data_dir", "load_countries"]
+__all__ = ["COUNTRIES_TABLE", "DEMO_DATA", "copy_rasters", "load_countries"]
 
 log = logging.getLogger(__name__)
+
+#: the repository's demo and test data (``deploy/demo-data``, described by its README.md): the
+#: package is installed editable, so the checkout's root is the folder above ``shared/``
+DEMO_DATA = Path(__file__).resolve().parents[1] / "deploy" / "demo-data"
 
 COUNTRIES_TABLE = "countries"
 _COUNTRIES_SHP = "vector/naturalearth_lowres/naturalearth_lowres.shp"
@@ -27,35 +32,30 @@ _COLUMNS = {
 }
 
 
-def default_data_dir() -> Path:
-    """The ``shared/data`` folder beside the checkout."""
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def copy_rasters(data_dir: Path, work_dir: Path) -> list[Path]:
-    """Copy the demo rasters into ``<work_dir>/map/raster``, leaving existing files alone.
+def copy_rasters(data_dir: Path, store: RasterStore) -> list[str]:
+    """Copy the demo rasters into the raster store, leaving files already there alone.
 
     Args:
-        data_dir: the shared data folder (it is only read).
-        work_dir: the service's work dir.
+        data_dir: the demo data folder (it is only read), e.g. :data:`DEMO_DATA`.
+        store: where the service reads rasters (``<work_dir>/map/raster``, or a bucket).
 
     Returns:
-        The files copied now.
+        The paths (relative to the store's root) copied now.
     """
     source = data_dir / "raster"
-    target = WorkDir(work_dir).raster
     copied = []
     for path in sorted(source.rglob("*")):
         if not path.is_file():
             continue
-        dest = target / path.relative_to(source)
-        if dest.exists():
+        rel_path = path.relative_to(source).as_posix()
+        try:
+            store.item(rel_path)
             continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        shutil.copyfile(path, tmp)
-        tmp.replace(dest)
-        copied.append(dest)
+        except NotFoundError:
+            pass
+        with store.writing(rel_path) as tmp:
+            shutil.copyfile(path, tmp)
+        copied.append(rel_path)
     return copied
 
 
@@ -64,7 +64,7 @@ def load_countries(engine: Engine, data_dir: Path, *, replace: bool = False) -> 
 
     Args:
         engine: a synchronous engine on the service database.
-        data_dir: the shared data folder.
+        data_dir: the demo data folder, e.g. :data:`DEMO_DATA`.
         replace: load again even when the table holds rows.
 
     Returns:

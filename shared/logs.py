@@ -1,31 +1,57 @@
-"""Logs: one JSON object per line (``MAPSVC_LOG_FORMAT=text``: plain lines), each with the
-request id and the job id it concerns.
+"""Logs: plain lines in a terminal, one JSON object per line anywhere else (a file, a pipe, a
+log collector; ``MAPSVC_LOG_FORMAT`` chooses either), each with the request id and the job id it
+concerns.
 
 The API's request-id middleware sets :data:`REQUEST_ID` for the request's work; a job task sets
 :data:`JOB_ID` (and the request id of the request that started the job) while it runs. Every
 line logged meanwhile carries them, uvicorn's access lines included.
+
+No line carries a credential: :func:`redact` masks the values of the query parameters that
+hold one (``api_key=***``) and the password of a URL (``redis://:***@host``) in every line,
+uvicorn's access lines and tracebacks included.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from contextvars import ContextVar
 from typing import IO, Any, Literal
+from urllib.parse import unquote_plus
 
 from pythonjsonlogger.json import JsonFormatter
 
-__all__ = ["JOB_ID", "REQUEST_ID", "LogFormat", "configure_logging"]
+__all__ = ["JOB_ID", "REQUEST_ID", "SECRET_PARAMETERS", "LogFormat", "configure_logging", "redact"]
 
-LogFormat = Literal["json", "text"]
+#: ``auto``: ``text`` when the lines go to a terminal, else ``json``
+LogFormat = Literal["auto", "json", "text"]
 
 #: the id of the HTTP request being served (None outside one)
 REQUEST_ID: ContextVar[str | None] = ContextVar("mapsvc_request_id", default=None)
 #: the id of the job being run (None outside one)
 JOB_ID: ContextVar[str | None] = ContextVar("mapsvc_job_id", default=None)
 
+#: query parameters whose values are credentials, compared in lower case: never written to a
+#: log. The API's, and the providers' keys (HERE's ``apiKey``, OpenWeatherMap's ``appid``;
+#: Mapbox's is ``access_token``), which the HTTP client logs with every request it makes
+SECRET_PARAMETERS = frozenset(
+    {"api_key", "access_token", "token", "code", "client_secret", "password", "refresh_token"}
+    | {"apikey", "appid"}
+)
+#: ``name=value`` anywhere in a line: the value runs to the next ``&`` or blank (a value
+#: that holds a ``#``, ``;`` or quote is masked whole)
+_PARAMETER = re.compile(r"(?<![\w%.~+-])([\w%.~+-]+)=([^&\s]*)")
+#: the password of a URL's user information: ``scheme://user:password@``
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]*@")
+_MASK = "***"
+
 #: loggers that come with handlers of their own: their lines go through ours instead
 _OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "celery")
+#: loggers that say the same at every call: Alembic's "Context impl PostgresqlImpl." and "Will
+#: assume transactional DDL." each time the auth tables are checked (every CLI call that needs
+#: them, every API start); only their warnings and errors are kept
+_QUIET = ("alembic",)
 
 
 class _Ids(logging.Filter):
@@ -37,18 +63,38 @@ class _Ids(logging.Filter):
         return True
 
 
+def redact(text: str) -> str:
+    """``text`` with the credentials it may hold masked: the value of every parameter in
+    `SECRET_PARAMETERS` (whatever its case or percent-encoding: ``api%5Fkey=***``) and the
+    password of every URL."""
+    return _URL_PASSWORD.sub(rf"\1{_MASK}@", _PARAMETER.sub(_masked, text))
+
+
+def _masked(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if unquote_plus(name).lower() in SECRET_PARAMETERS:
+        return f"{name}={_MASK}"
+    return match.group(0)
+
+
 class _Json(JsonFormatter):
-    """``{"time", "level", "logger", "message", "request_id", "job_id", …}``, no null ids."""
+    """``{"time", "level", "logger", "message", "request_id", "job_id", …}``, no null ids;
+    every text redacted."""
 
     def process_log_record(self, log_record: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in log_record.items() if v is not None}
+        return {
+            k: redact(v) if isinstance(v, str) else v
+            for k, v in log_record.items()
+            if v is not None
+        }
 
 
 class _Text(logging.Formatter):
-    """``<time> <level> <logger> <message>`` then ``request=<id> job=<id>`` when set."""
+    """``<time> <level> <logger> <message>`` then ``request=<id> job=<id>`` when set;
+    redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = redact(super().format(record))
         ids = [
             f"{name}={value}"
             for name, value in (
@@ -72,10 +118,11 @@ def configure_logging(
     Lines go to ``stream``, by default the process's own standard error (``sys.__stderr__``:
     Celery replaces ``sys.stderr`` in its workers with a proxy that logs what it is given).
     """
-    handler = logging.StreamHandler(stream or sys.__stderr__)
+    out = stream or sys.__stderr__
+    handler = logging.StreamHandler(out)
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(_Ids())
-    if log_format == "json":
+    if _chosen_format(log_format, out) == "json":
         handler.setFormatter(
             _Json(
                 "{asctime}{levelname}{name}{message}{request_id}{job_id}",
@@ -92,3 +139,13 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers = []
         logger.propagate = True
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _chosen_format(log_format: LogFormat, stream: IO[str] | None) -> LogFormat:
+    """``log_format``, with ``auto`` made ``text`` for a terminal (a person reads it) and
+    ``json`` for anything else (a file, a pipe, a log collector)."""
+    if log_format != "auto":
+        return log_format
+    return "text" if stream is not None and stream.isatty() else "json"

@@ -5,9 +5,10 @@ not matter), each key under ``mapsvc:rate:`` and never without an expiry:
 
 - :func:`hit`, the API's quotas: a leaky bucket (GCRA). ``limit`` hits may come at once; then
   the bucket drains at ``limit`` per ``window_s``, one more hit every ``window_s / limit``.
-- :func:`login_allowed` and :func:`login_failure`, the failed logins of a client address: a
-  window opens at the first failure; ``max_failures`` failures in it refuse every further
-  attempt until it closes.
+- :func:`failures_allowed`, :func:`count_failure` and :func:`forget_failures`, the failures
+  of a caller (failed logins of an address, or of a login from an address; credentials that
+  were not valid): a window opens at the first failure; ``max_failures`` failures in it
+  refuse every further attempt until it closes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-__all__ = ["PREFIX", "Decision", "hit", "login_allowed", "login_failure"]
+__all__ = [
+    "PREFIX",
+    "Decision",
+    "count_failure",
+    "failures_allowed",
+    "forget_failures",
+    "hit",
+]
 
 #: what every key this module writes starts with
 PREFIX = "mapsvc:rate:"
@@ -142,26 +150,31 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-async def login_allowed(
-    client: aioredis.Redis, address: str, *, max_failures: int, window_s: float
+async def failures_allowed(
+    client: aioredis.Redis, key: str, *, max_failures: int, window_s: float
 ) -> Decision:
-    """Whether a login attempt from ``address`` may be checked (counts nothing).
+    """Whether the caller ``key`` may try again (counts nothing).
 
     Args:
         client: an async Redis client.
-        address: the client's address (the connection's peer, not a header).
-        max_failures: failed logins from one address that close it for the window.
+        key: who failed (``login:<address>``); stored as ``mapsvc:rate:<key>``.
+        max_failures: failures that close the window to further attempts.
         window_s: how long the window lasts from the first failure, in seconds.
 
     Returns:
         Refused (with ``retry_after_s``) once ``max_failures`` failed in the window.
     """
-    return await _window(client, f"login:{address}", max_failures, window_s, 0)
+    return await _window(client, key, max_failures, window_s, 0)
 
 
-async def login_failure(
-    client: aioredis.Redis, address: str, *, max_failures: int, window_s: float
+async def count_failure(
+    client: aioredis.Redis, key: str, *, max_failures: int, window_s: float
 ) -> Decision:
-    """Count a failed login from ``address`` (arguments as :func:`login_allowed`'s); the
-    answer is :func:`login_allowed`'s after it."""
-    return await _window(client, f"login:{address}", max_failures, window_s, 1)
+    """Count a failure of ``key`` (arguments as :func:`failures_allowed`'s); the answer is
+    :func:`failures_allowed`'s after it."""
+    return await _window(client, key, max_failures, window_s, 1)
+
+
+async def forget_failures(client: aioredis.Redis, key: str) -> None:
+    """Forget the failures of ``key`` (it succeeded): its window is open again, whole."""
+    await client.delete(PREFIX + key)

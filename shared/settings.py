@@ -12,16 +12,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 from pydantic_settings.sources import ENV_FILE_SENTINEL, DotenvType
 
+from shared.logs import LogFormat
 from shared.workdir import WorkDir
 
 __all__ = [
+    "ADMIN_KEY_MIN",
     "AuthSettings",
     "KEYED_PROVIDERS",
     "LANG_PATTERN",
@@ -34,16 +44,20 @@ __all__ = [
     "ProxySettings",
     "RasterSettings",
     "S3Settings",
+    "SecretFiles",
     "Settings",
     "SourceSettings",
     "TileSettings",
     "UploadSettings",
     "VectorSettings",
     "env_values",
+    "file_fields",
 ]
 
 #: Providers that need a key besides their URL (``MAPSVC_<NAME>_API_KEY``).
 KEYED_PROVIDERS = frozenset({"here", "mapbox", "owm"})
+#: The fewest characters of ``MAPSVC_ADMIN_API_KEY``.
+ADMIN_KEY_MIN = 32
 
 
 #: A language tag (``en``, ``pt-BR``): ``MAPSVC_LANGUAGES`` lists them, ``lang`` names one.
@@ -81,11 +95,71 @@ def host_port(value: str | None) -> str | None:
     return value.strip()
 
 
+def file_fields(cls: type[Concern]) -> list[str]:
+    """The fields of ``cls`` that may be read from a file: its `SecretStr` fields, and those
+    named in its ``secret_fields`` (a URL that holds a password)."""
+    return [
+        name
+        for name, field in cls.model_fields.items()
+        if SecretStr in (field.annotation, *get_args(field.annotation)) or name in cls.secret_fields
+    ]
+
+
+class SecretFiles(PydanticBaseSettingsSource):
+    """``<VARIABLE>_FILE``: a secret setting read from the file that variable names.
+
+    Docker's and Kubernetes' secrets are files (``/run/secrets/<name>``). For every secret
+    field of a concern (:func:`file_fields`), ``<prefix><FIELD>_FILE`` in the environment or
+    ``.env`` names a file whose text, less a trailing line break, is the value. A setting is
+    given one way: the variable and its ``_FILE`` both set (not blank) are refused.
+    """
+
+    def __init__(self, settings_cls: type[Concern], *sources: PydanticBaseSettingsSource) -> None:
+        """Look the ``_FILE`` variables up in ``sources`` (the environment, ``.env``: the first
+        wins), with the prefix of the first."""
+        super().__init__(settings_cls)
+        self._concern = settings_cls
+        readers = [source for source in sources if isinstance(source, EnvSettingsSource)]
+        self._prefix = readers[0].env_prefix
+        self._variables: dict[str, str] = {}
+        for reader in reversed(readers):
+            self._variables.update(
+                (name.upper(), value)
+                for name, value in reader.env_vars.items()
+                if value and value.strip()
+            )
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` reads every secret field at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        """The secret fields whose ``_FILE`` variable is set, each the text of its file.
+
+        Raises:
+            SettingsError: a variable set with its ``_FILE`` too, or a file that cannot be read.
+        """
+        values: dict[str, Any] = {}
+        for name in file_fields(self._concern):
+            variable = f"{self._prefix}{name}".upper()
+            path = self._variables.get(f"{variable}_FILE")
+            if path is None:
+                continue
+            if variable in self._variables:
+                raise SettingsError(f"set {variable} or {variable}_FILE, not both")
+            try:
+                values[name] = Path(path).read_text().rstrip("\r\n")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SettingsError(f"{variable}_FILE: cannot read {path}: {exc}") from exc
+        return values
+
+
 class Concern(BaseSettings):
     """The settings of one concern: variables ``<env_prefix><FIELD>``, frozen once read.
 
     Fields listed in ``blank_fields`` are unset when their variable is blank; those in
-    ``comma_fields`` are split at commas.
+    ``comma_fields`` are split at commas. Secret fields may be read from a file instead
+    (`SecretFiles`): `SecretStr` fields and those listed in ``secret_fields``.
     """
 
     model_config = SettingsConfigDict(
@@ -93,6 +167,23 @@ class Concern(BaseSettings):
     )
     blank_fields: ClassVar[tuple[str, ...]] = ()
     comma_fields: ClassVar[tuple[str, ...]] = ()
+    secret_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Values given at init, the ``*_FILE`` secrets, the environment, then ``.env``.
+
+        A secret from a file goes before a blank variable (compose's ``${NAME:-}``).
+        """
+        secrets = SecretFiles(cls, env_settings, dotenv_settings)
+        return init_settings, secrets, env_settings, dotenv_settings
 
     @model_validator(mode="before")
     @classmethod
@@ -138,8 +229,9 @@ class ProviderSettings(Concern):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """The environment, then ``.env``, then the per-provider defaults given at init."""
-        return env_settings, dotenv_settings, init_settings
+        """The ``*_FILE`` secrets, the environment, ``.env``, then the defaults given at init."""
+        secrets = SecretFiles(cls, env_settings, dotenv_settings)
+        return secrets, env_settings, dotenv_settings, init_settings
 
 
 #: Each provider's defaults, which its variables override.
@@ -547,11 +639,16 @@ class SourceSettings(Concern):
 class AuthSettings(Concern):
     """Who may call what: credentials, tokens, public layers, CORS, quotas. ``MAPSVC_*``."""
 
+    # a refused value is a secret: the error names the field, never the value
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
     comma_fields = ("jwt_secrets", "public_layers", "cors_origins")
+    secret_fields = ("jwt_secrets",)
     blank_fields = ("admin_api_key", "flower_basic_auth")
 
     admin_api_key: SecretStr | None = Field(
-        default=None, description="An API key accepted as an admin key (for automation)"
+        default=None,
+        description=f"An API key accepted as an admin key (for automation), at least"
+        f" {ADMIN_KEY_MIN} characters",
     )
     jwt_secrets: CommaList = Field(
         default=(),
@@ -595,10 +692,27 @@ class AuthSettings(Concern):
     rate_jobs_per_min: int = Field(
         default=30, ge=1, description="Job starts (configure, pre-tile, …) per minute per caller"
     )
+    rate_failed_auth_per_min: int = Field(
+        default=30,
+        ge=1,
+        description="API keys and tokens that are not valid per minute per client address;"
+        " then 429",
+    )
     flower_basic_auth: SecretStr | None = Field(
         default=None,
         description="`user:password` Flower asks for; unset: made and kept in the secrets file",
     )
+
+    @field_validator("admin_api_key")
+    @classmethod
+    def _long_admin_key(cls, key: SecretStr | None) -> SecretStr | None:
+        """An admin key is as hard to guess as the keys the service makes, or refused."""
+        if key is not None and len(key.get_secret_value()) < ADMIN_KEY_MIN:
+            raise ValueError(
+                f"MAPSVC_ADMIN_API_KEY is {len(key.get_secret_value())} characters long; an"
+                f" admin key needs at least {ADMIN_KEY_MIN} (make one: openssl rand -hex 32)"
+            )
+        return key
 
 
 class Settings(Concern):
@@ -608,8 +722,14 @@ class Settings(Concern):
     """
 
     comma_fields = ("allowed_hosts", "languages")
+    blank_fields = ("front_resolver",)
+    secret_fields = ("database_url", "redis_url")  # their passwords
 
     work_dir: Path = Field(default=Path("work"), description="Root of map/raster, map/rtile, …")
+    demo_data_dir: Path | None = Field(
+        default=None,
+        description="Folder `mapsvc demo-data` reads; unset: the checkout's deploy/demo-data",
+    )
     host: str = Field(default="127.0.0.1", description="Address the API binds to")
     port: int = Field(default=8000, ge=1, le=65535, description="Port of the API")
     front: Literal["auto", "nginx", "none"] = Field(
@@ -636,6 +756,13 @@ class Settings(Concern):
         "(default 127.0.0.1:MAPSVC_BACKEND_PORT; `api:8000` in compose.yaml)",
     )
     _check_backend = field_validator("front_backend")(host_port)
+    front_resolver: str | None = Field(
+        default=None,
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$",
+        description="DNS server nginx asks for the backend's address at request time (every "
+        "10 s at most), so a re-created API is found; unset: looked up once at start "
+        "(`127.0.0.11`, Docker's, in compose.yaml)",
+    )
     backend_port: int = Field(
         default=8001,
         ge=1,
@@ -647,9 +774,10 @@ class Settings(Concern):
         default=1, ge=1, le=64, description="API processes started by `mapsvc serve` (uvicorn)"
     )
     log_level: str = Field(default="INFO", description="Log level of every process")
-    log_format: Literal["json", "text"] = Field(
-        default="json",
-        description="Log lines of every process: one JSON object each, or plain text",
+    log_format: LogFormat = Field(
+        default="auto",
+        description="Log lines of every process: plain text, one JSON object each, or auto "
+        "(text in a terminal, else JSON)",
     )
     database_url: str = Field(
         default="postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc",

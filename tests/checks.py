@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: the admin key of the test settings (``MAPSVC_ADMIN_API_KEY``), and the header that sends it
-ADMIN_KEY = "test-admin-key-0123456789abcdef"
+ADMIN_KEY = "test-admin-key-0123456789abcdef-0123456789"
 #: the version, read from pyproject.toml itself (the one source the service reads it from)
 PYPROJECT_VERSION: str = tomllib.loads(
     (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()

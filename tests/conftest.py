@@ -25,13 +25,12 @@ from starlette.testclient import TestClient
 from starlette.types import ASGIApp
 
 from api.app import create_app
-from shared.demo import load_countries
+from shared.demo import DEMO_DATA, load_countries
 from shared.settings import PROVIDER_DEFAULTS, Settings, env_values
 from tests.checks import ADMIN_KEY, AUTH
 from tests.providers import fakes
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 PG_SERVER = os.environ.get("MAPSVC_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MAPSVC_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 #: a second Redis db, for the test of `mapsvc up` (its worker must be the only one there)
@@ -89,6 +88,8 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         rate_data_per_min=10**7,
         rate_providers_per_min=10**7,
         rate_jobs_per_min=10**7,
+        # many tests send wrong keys and tokens on purpose, all from 127.0.0.1
+        rate_failed_auth_per_min=10**7,
         _env_file=None,  # type: ignore[call-arg]
     )
 
@@ -196,9 +197,9 @@ def live_server(settings: Settings) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def raster_dir(settings: Settings) -> Path:
-    """The shared rasters in the session's work dir, plus things that are not rasters."""
+    """The demo rasters in the session's work dir, plus things that are not rasters."""
     root = settings.dirs.raster
-    shutil.copytree(SHARED_DATA / "raster", root, dirs_exist_ok=True)
+    shutil.copytree(DEMO_DATA / "raster", root, dirs_exist_ok=True)
     (root / "single" / "notes.txt").write_text("not a raster")
     (root / "single" / "fake.tif").write_text("text pretending to be a TIFF")
     (root / "empty").mkdir(exist_ok=True)
@@ -219,9 +220,9 @@ def pg(database_url: str) -> str:
 
 @pytest.fixture(scope="session")
 def vector_tables(database_url: str) -> str:
-    """Countries (the shared shapefile), points, lines, a view, a UTM table, a table without key."""
+    """Countries (the demo shapefile), points, lines, a view, a UTM table, a table without key."""
     engine = create_engine(database_url)
-    load_countries(engine, SHARED_DATA)
+    load_countries(engine, DEMO_DATA)
     engine.dispose()
     with psycopg.connect(pg(database_url), autocommit=True) as conn:
         conn.execute(

@@ -31,7 +31,7 @@ __all__ = [
     "tile_url",
 ]
 
-#: the Landsat scene of the shared rasters, and the folder of its four quarters
+#: the Landsat scene of the demo rasters, and the folder of its four quarters
 RGB = "single/RGB.byte.tif"
 RGB_ID = encode_id(RGB)
 MOSAIC_ID = encode_id("bahamas-tiles")

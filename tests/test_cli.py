@@ -15,12 +15,11 @@ import pytest
 import redis
 from pydantic import SecretStr
 
+from shared.demo import DEMO_DATA
 from shared.settings import Settings
 from tests.checks import AUTH, PYPROJECT_VERSION
-from tests.conftest import ROOT, SHARED_DATA, UP_REDIS_URL, free_port, settings_env
+from tests.conftest import ROOT, UP_REDIS_URL, free_port, settings_env
 from tests.convert.pdfs import make_pdf
-
-pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
 
 #: the login and password Flower is started with (``MAPSVC_FLOWER_BASIC_AUTH``)
 FLOWER_LOGIN = ("flower", "test-flower-password")
@@ -43,11 +42,11 @@ def test_demo_data_copies_rasters_and_loads_countries(settings: Settings, tmp_pa
     assert first.returncode == 0, first.stderr
     raster = tmp_path / "work" / "map" / "raster"
     sources = sorted(
-        p.relative_to(SHARED_DATA / "raster") for p in (SHARED_DATA / "raster").rglob("*.tif")
+        p.relative_to(DEMO_DATA / "raster") for p in (DEMO_DATA / "raster").rglob("*.tif")
     )
     assert sorted(p.relative_to(raster) for p in raster.rglob("*.tif")) == sources
     assert (raster / "single" / "RGB.byte.tif").read_bytes() == (
-        SHARED_DATA / "raster" / "single" / "RGB.byte.tif"
+        DEMO_DATA / "raster" / "single" / "RGB.byte.tif"
     ).read_bytes()
     assert f"rasters: {len(sources)} copied" in first.stdout
     assert "countries: 177 rows in PostGIS" in first.stdout
@@ -76,6 +75,32 @@ def test_demo_data_without_database_still_copies(settings: Settings, tmp_path: P
     assert result.returncode == 0
     assert "PostgreSQL not reachable, skipped" in result.stderr
     assert (tmp_path / "work" / "map" / "raster" / "single" / "shade.tif").is_file()
+
+
+def test_demo_data_reads_the_folder_it_is_given(settings: Settings, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "raster" / "mine").mkdir(parents=True)
+    shutil.copyfile(
+        DEMO_DATA / "raster" / "single" / "shade.tif", data / "raster" / "mine" / "a.tif"
+    )
+    shutil.copytree(DEMO_DATA / "vector", data / "vector")
+    mine = settings.model_copy(update={"work_dir": tmp_path / "work", "demo_data_dir": data})
+    result = run_cli(mine, "demo-data")
+    assert result.returncode == 0, result.stderr
+    raster = tmp_path / "work" / "map" / "raster"
+    assert [p.relative_to(raster) for p in raster.rglob("*.tif")] == [Path("mine", "a.tif")]
+    # --data-dir wins over the setting
+    missing = run_cli(mine, "demo-data", "--data-dir", str(tmp_path / "none"))
+    assert missing.returncode == 2
+    assert f"no demo data at {tmp_path / 'none'}" in missing.stderr
+
+
+def test_a_command_does_not_print_alembic_s_notes(settings: Settings, tmp_path: Path) -> None:
+    mine = settings.model_copy(update={"work_dir": tmp_path / "work"})
+    result = run_cli(mine, "migrate")  # checks the auth tables, as every auth command does
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "auth tables are up to date\n"
+    assert result.stderr == ""
 
 
 def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> None:

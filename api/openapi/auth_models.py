@@ -116,8 +116,11 @@ class ApiKey(BaseModel):
     layers: list[str] | None
     user_id: int | None
     expires_at: str | None
-    revoked_at: str | None
+    revoked_at: str | None = Field(description="When it was revoked (`DELETE`); null: it is not")
     created: str
+    last_used: str | None = Field(
+        default=None, description="When it was last used (written at most once a minute)"
+    )
 
 
 class ApiKeyCreated(ApiKey):

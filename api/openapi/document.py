@@ -60,7 +60,7 @@ def _secured(op: Schema, rule: Rule) -> Schema:
         return {**op, "security": [{}, *_CREDENTIALS] if rule.public else []}
     if rule.public:  # `{}`: public layers need none
         op = {**op, "security": [{}, *_CREDENTIALS]}
-    refusals = {401, 403, 429} | ({404} if rule.layer is not None else set())
+    refusals = {401, 403, 429} | ({404} if rule.layers else set())
     for status in sorted(refusals):
         op["responses"].setdefault(str(status), error_answer(status))
     return op

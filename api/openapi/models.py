@@ -147,10 +147,12 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    """Every dependency answered."""
+    """Every dependency answered (the checks themselves are shown to operators only)."""
 
     status: Literal["ready"]
-    checks: dict[str, dict[str, Any]]
+    checks: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Each dependency's check; operators only"
+    )
 
 
 class RasterRow(BaseModel):

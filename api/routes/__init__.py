@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from api import metrics
 from api.access import guarded
 from api.links import api_prefix
 from api.openapi import openapi_document
@@ -33,13 +34,14 @@ ROUTES: list[BaseRoute] = guarded(
         *providers.ROUTES,
         *auth.ROUTES,
         *admin.ROUTES,
+        *metrics.ROUTES,
     ]
 )
-#: the routes at the root: OAuth 2.0 and the front door (the same route objects as under each
-#: mount, guarded above), the login, and the web pages with their files
+#: the routes at the root: OAuth 2.0 with the login, the front door and ``/metrics`` (the same
+#: route objects as under each mount, guarded above), and the web pages with their files
 ROOT_ROUTES: list[BaseRoute] = [
     *auth.ROUTES,
     *web.ROUTES,
-    *guarded(auth.LOGIN_ROUTES),
+    *metrics.ROUTES,
     *guarded(web.PAGE_ROUTES),
 ]

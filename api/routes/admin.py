@@ -2,9 +2,10 @@
 
 Each collection answers ``GET`` (list; ``role`` and ``ord`` query parameters) and ``POST``
 (create, ``201``); each item ``GET``, ``PUT`` (change the fields given) and ``DELETE``
-(``204``). A new key's ``key`` and a new confidential client's ``client_secret`` are in the
-answer to ``POST`` and never again. Admins only (see :mod:`api.access`); the same domain
-functions serve the ``mapsvc user|key|client`` commands.
+(``204``; a key is revoked instead, as ``mapsvc key revoke`` does: ``200`` with its record,
+listed with ``revoked=1``). A new key's ``key`` and a new confidential client's
+``client_secret`` are in the answer to ``POST`` and never again. Admins only (see
+:mod:`api.access`); the same domain functions serve the ``mapsvc user|key|client`` commands.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api.openapi.auth_models import ClientIn, ClientPatch, KeyIn, KeyPatch, UserIn, UserPatch
-from api.params import FORM_MAX_BYTES, capped
+from api.params import FORM_MAX_BYTES, capped, flag
 from api.services import services
 from shared.auth import keys, oauth, users
 from shared.errors import InvalidInputError
@@ -137,8 +138,9 @@ async def delete_users(request: Request) -> Response:
 
 
 async def list_api_keys(request: Request) -> JSONResponse:
-    """The API keys, never the keys themselves (``role``, ``ord``, ``revoked=1``)."""
-    revoked = request.query_params.get("revoked") == "1"
+    """The API keys, never the keys themselves (``role``, ``ord``; ``revoked=1``: the revoked
+    ones too)."""
+    revoked = flag(request, "revoked")
     found = await run_in_threadpool(
         lambda: keys.list_keys(_engine(request), include_revoked=revoked, **_query(request))
     )
@@ -177,9 +179,11 @@ async def put_api_keys(request: Request) -> JSONResponse:
     return await _changed(request, key)
 
 
-async def delete_api_keys(request: Request) -> Response:
-    """Revoke and remove a key (``204``); it is refused from now on."""
-    return await _deleted(request, keys.delete_key, _item_id(request))
+async def delete_api_keys(request: Request) -> JSONResponse:
+    """Revoke a key: it is refused from now on, and kept (listed with ``revoked=1``); the
+    answer is its record, ``revoked_at`` set (a second revocation keeps the first time)."""
+    key = await run_in_threadpool(keys.revoke_key, _engine(request), _item_id(request))
+    return await _changed(request, key)
 
 
 # -- OAuth clients ------------------------------------------------------------------------

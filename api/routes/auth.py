@@ -31,7 +31,7 @@ from shared.errors import (
     UnauthorizedError,
 )
 
-__all__ = ["LOGIN_ROUTES", "ROUTES"]
+__all__ = ["ROUTES"]
 
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 #: the authorize page may not be framed (clickjacking) nor run scripts
@@ -292,11 +292,11 @@ async def post_login(request: Request) -> JSONResponse:
     return JSONResponse({"id": user.id, "login": user.login, "token": token}, headers=_NO_STORE)
 
 
-#: the OAuth routes, under the mounts and at the root
+#: the OAuth routes and the login, under each mount and at the root (``/api/auth``,
+#: ``/api-user/api/auth``, ``/api/v1/api/auth``)
 ROUTES = [
     Route("/oauth/token", post_token, methods=["POST"], name="post_token"),
     Route("/oauth/authorize", get_authorize, methods=["GET"], name="get_authorize"),
     Route("/oauth/authorize", post_authorize, methods=["POST"], name="post_authorize"),
+    Route("/api/auth", post_login, methods=["POST"], name="post_login"),
 ]
-#: the login route, at the root (``/api/auth``)
-LOGIN_ROUTES = [Route("/api/auth", post_login, methods=["POST"], name="post_login")]

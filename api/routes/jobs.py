@@ -23,7 +23,8 @@ async def list_jobs(request: Request) -> JSONResponse:
     """The jobs collection (spec 4.0 rule 3): newest first, one page, filtered by query.
 
     ``kind``, ``state``, ``layer`` select; ``ord`` is ``-created`` (default) or ``created``;
-    ``limit`` (1–200, 50) and ``offset`` page. Operators see every job, others their own.
+    ``limit`` (1–200, 50) and ``offset`` page. Callers see their own jobs; operators those of
+    the layers they see too (every job, when not limited to layers).
     """
     q = request.query_params
     state = q.get("state") or None
@@ -89,7 +90,10 @@ async def get_job_events(request: Request) -> Response:
 
 
 async def get_events(request: Request) -> Response:
-    """Every job's lines as SSE, each starting with its job id; new lines unless resumed."""
+    """Every job's lines as SSE, each starting with its job id; new lines unless resumed.
+
+    Only for operators not limited to layers (the rule says so): the lines are every layer's.
+    """
     return await sse_response(
         request,
         services(request).jobs,

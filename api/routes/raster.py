@@ -7,11 +7,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.access import principal_of, visible_layers
+from api.access import Sight
 from api.links import api_prefix
 from api.params import flag
 from api.services import services
-from shared.errors import InvalidInputError
 from shared.raster.layer import locate_layer
 from shared.raster.paths import decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
@@ -37,29 +36,13 @@ async def get_raster_list(request: Request) -> JSONResponse:
     )
     # the cached listing is everyone's; each caller is shown the layers it may see, and the
     # folders that lead to them
-    visible = set(visible_layers(request, [row["id"] for row in listing["rows"]]))
-    inside = _granted_paths(request)
+    sight = Sight.of(request)
     listing["rows"] = [
         row
         for row in listing["rows"]
-        if row["id"] in visible
-        or (row["type"] == "dir" and any(path.startswith(f"{row['path']}/") for path in inside))
+        if sight.sees(row["id"]) or (row["type"] == "dir" and sight.leads_to(row["path"]))
     ]
     return JSONResponse(listing)
-
-
-def _granted_paths(request: Request) -> list[str]:
-    """The raster paths of the layers the caller is granted by name, its own and the public ones
-    (every layer, when all are: those rows are visible anyway)."""
-    principal = principal_of(request)
-    names = set(services(request).settings.auth.public_layers) | set(principal.layers or ())
-    paths = []
-    for name in names:
-        try:
-            paths.append(decode_id(name))
-        except InvalidInputError:
-            continue  # a vector layer's id, or "*"
-    return paths
 
 
 async def get_raster_config(request: Request) -> Response:

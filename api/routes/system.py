@@ -1,8 +1,9 @@
-"""Liveness and readiness: ``/health`` and ``/ready``."""
+"""Liveness and readiness: ``/health`` and ``/ready`` (its detail for operators only)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,13 +14,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from api.access import principal_of
 from api.errors import error_response
-from api.services import services
+from api.services import Services, services
+from shared.singleflight import SingleFlight
 from shared.version import VERSION
 
 __all__ = ["ROUTES"]
 
 _WORKER_PING_S = 1.0
+#: how long a check answers anonymous callers (a check itself takes up to ``_WORKER_PING_S``)
+_FRESH_S = 1.0
 
 
 async def get_health(request: Request) -> JSONResponse:
@@ -37,9 +42,8 @@ async def _check(probe: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
     return result
 
 
-async def get_ready(request: Request) -> JSONResponse:
-    """Redis, PostgreSQL with PostGIS and at least one Celery worker answer; else 503."""
-    state = services(request)
+async def _checks(state: Services) -> dict[str, dict[str, Any]]:
+    """Check Redis, PostgreSQL with PostGIS and the Celery workers, all at once."""
 
     async def redis_probe() -> dict[str, Any]:
         await state.aredis.ping()
@@ -61,8 +65,65 @@ async def get_ready(request: Request) -> JSONResponse:
     results = await asyncio.gather(
         *(_check(p) for p in (redis_probe, database_probe, workers_probe))
     )
-    checks = dict(zip(names, results, strict=True))
-    if all(check["ok"] for check in checks.values()):
+    return dict(zip(names, results, strict=True))
+
+
+class _LastCheck:
+    """The last readiness check of an API process, which anonymous callers are answered from.
+
+    A check is run at most once at a time, whoever asks meanwhile sharing it (a single
+    flight): an operator gets the check running, or one run for them (never a finished one),
+    anyone else the last result while less than ``_FRESH_S`` has passed since it ended (so it
+    is at most ``_FRESH_S`` plus a check's time old: 1–2 s). A flood of anonymous calls costs
+    at most one check (one thread held for the Celery ping) every ``_FRESH_S``.
+    """
+
+    def __init__(self) -> None:
+        self._flight = SingleFlight[dict[str, dict[str, Any]]]()
+        self._result: dict[str, dict[str, Any]] | None = None
+        self._at = -math.inf
+
+    async def fresh(self, state: Services) -> dict[str, dict[str, Any]]:
+        """The check running, or one run now: never a finished one."""
+        return await self._flight.run("ready", lambda: self._run(state))
+
+    async def recent(self, state: Services) -> dict[str, dict[str, Any]]:
+        """The last check if younger than ``_FRESH_S``, else a fresh one."""
+        if self._result is not None and time.monotonic() - self._at < _FRESH_S:
+            return self._result
+        return await self.fresh(state)
+
+    async def _run(self, state: Services) -> dict[str, dict[str, Any]]:
+        result = await _checks(state)
+        self._result, self._at = result, time.monotonic()
+        return result
+
+
+def _last_check(request: Request) -> _LastCheck:
+    """The last check of the app answering ``request`` (made with its first ``/ready``)."""
+    app_state = request.app.state
+    if not hasattr(app_state, "last_ready_check"):
+        app_state.last_ready_check = _LastCheck()
+    last: _LastCheck = app_state.last_ready_check
+    return last
+
+
+async def get_ready(request: Request) -> JSONResponse:
+    """Redis, PostgreSQL with PostGIS and at least one Celery worker answer; else 503.
+
+    Operators (and admins) get a check run for them, with each dependency's detail (versions,
+    workers, errors); anyone else the process's last check (1–2 s old at most), as ready or
+    not ready only.
+    """
+    state, last = services(request), _last_check(request)
+    operator = principal_of(request).has("operator")
+    checks = await (last.fresh(state) if operator else last.recent(state))
+    ready = all(check["ok"] for check in checks.values())
+    if not operator:
+        if ready:
+            return JSONResponse({"status": "ready"})
+        return error_response(request, 503, "not-ready", "not ready")
+    if ready:
         return JSONResponse({"status": "ready", "checks": checks})
     failing = ", ".join(name for name, check in checks.items() if not check["ok"])
     return error_response(request, 503, "not-ready", f"not ready: {failing}", {"checks": checks})

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.access import principal_of
 from api.links import job_links
 from api.params import bbox_param, flag, int_param, lang_param, srs_param
 from api.services import services
@@ -103,13 +104,15 @@ async def get_tile(request: Request) -> Response:
 
 
 async def get_tile_access(request: Request) -> Response:
-    """``204`` when the caller may read the style's tiles, else the answer a tile would get.
+    """``204`` naming the caller (``X-Principal``: its principal's id) when it may read the
+    style's tiles, else the answer a tile would get.
 
-    The nginx front asks it (``auth_request``) before it sends a cached tile of a layer that is
-    not public, and keeps a yes for a few seconds per credential and style.
+    The nginx front asks it (``auth_request``, with exactly the client's ``Authorization``
+    header and query) before it sends a cached tile to a caller with credentials, keeps a yes a
+    few seconds per style and credential as sent, and counts the tiles budget per principal.
     """
     services(request).tiles.style(request.path_params["style"])  # 404 for an unknown style
-    return Response(status_code=204)
+    return Response(status_code=204, headers={"X-Principal": principal_of(request).id})
 
 
 async def get_layer_pretile(request: Request) -> Response:

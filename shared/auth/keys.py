@@ -40,7 +40,6 @@ __all__ = [
     "KEY_PREFIX",
     "ApiKey",
     "create_key",
-    "delete_key",
     "get_key",
     "is_api_key",
     "list_keys",
@@ -254,14 +253,6 @@ def revoke_key(engine: Engine, key_id: str) -> ApiKey:
     with engine.connect() as conn:
         now = db_now(conn)
     return _change(engine, key_id, {"revoked_at": now})
-
-
-def delete_key(engine: Engine, key_id: str) -> None:
-    """Delete API key ``key_id``; NotFoundError if there is none."""
-    with engine.begin() as conn:
-        deleted = conn.execute(api_keys.delete().where(api_keys.c.id == _check_id(key_id)))
-    if not deleted.rowcount:
-        raise NotFoundError(f"no API key {key_id!r}", key_id=key_id)
 
 
 def principal_for_key(engine: Engine, plain: str) -> Principal | None:

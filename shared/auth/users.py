@@ -1,4 +1,4 @@
-"""Users: accounts with a login and a password, and the check of a login with its lockout.
+"""Users: accounts with a login and a password, and the check of a login with its backoff.
 
 Every function takes a synchronous `sqlalchemy.Engine` (the API calls them in a thread pool).
 Logins are unique whatever their case; a password is kept only as its argon2id hash.
@@ -41,6 +41,7 @@ __all__ = [
     "disable_user",
     "get_user",
     "list_users",
+    "locked_error",
     "update_user",
     "user_of",
 ]
@@ -59,7 +60,8 @@ _ORDERS = {"login": func.lower(users.c.login), "created": users.c.created, "id":
 class User:
     """An account, without its password hash.
 
-    ``layers`` None means every layer. ``locked_until`` is set while failed logins lock it.
+    ``layers`` None means every layer. ``locked_until`` is set while failed logins hold the
+    login in its backoff (see `authenticate`).
     """
 
     id: int
@@ -239,46 +241,61 @@ def disable_user(engine: Engine, login: str) -> User:
 
 
 def authenticate(
-    engine: Engine, login: str, password: str, *, max_failures: int, lock_s: int
+    engine: Engine,
+    login: str,
+    password: str,
+    *,
+    max_failures: int,
+    lock_s: int,
+    address_failed: bool,
 ) -> User:
     """The user whose ``login`` (any case) and ``password`` these are.
 
-    ``max_failures`` failed logins in a row (none more than ``lock_s`` apart) lock the login
-    for ``lock_s`` seconds, during which even the right password is refused; a success clears
-    the count. Logins that are no user are counted and locked the same way, with the same
-    errors and messages, and their password is checked against a dummy hash so that they take
-    as long: neither the answers nor their timing tell whether a login exists. A disabled
-    user is refused like a wrong password.
+    Failed logins in a row (none more than ``lock_s`` apart) are counted per login; from the
+    ``max_failures``-th on, each one starts a backoff, 1 s doubling with each further failure
+    up to ``lock_s``, during which attempts from addresses that have failed on this login
+    (``address_failed``) are refused unchecked, even with the right password. An address that
+    has not failed is always checked: guessing from many addresses slows down, and nobody can
+    lock the owner out (the API locks each address that fails too often on its own). A
+    success clears the count. Logins that are no user are counted and refused the same way,
+    with the same errors and messages, and their password is checked against a dummy hash so
+    that they take as long: neither the answers nor their timing tell whether a login exists.
+    A disabled user is refused like a wrong password.
 
     Args:
         engine: the database.
         login: the login given.
         password: the password given.
-        max_failures: failed logins that lock (``settings.auth.login_max_failures``).
-        lock_s: how long a lock lasts (``settings.auth.login_lock_s``).
+        max_failures: failed logins that start the backoff (``settings.auth.login_max_failures``).
+        lock_s: the longest backoff, and how long a failure counts (``settings.auth.login_lock_s``).
+        address_failed: whether the attempt comes from an address that has failed on this login
+            (in the current lock period): the backoff applies to it.
 
     Returns:
         The user.
 
     Raises:
         UnauthorizedError: a wrong login or password, or a disabled user (`BAD_CREDENTIALS`).
-        AccountLockedError: the login is locked (``retry_after_s``: for how long yet).
+        AccountLockedError: the login is in its backoff and ``address_failed``
+            (``retry_after_s``: for how long yet).
     """
     key = login.strip().lower()
     with engine.connect() as conn:
         row = conn.execute(select(users).where(func.lower(users.c.login) == key)).first()
         table, where = _tracker(row, key)
-        lock = conn.execute(select(table.c.locked_until, func.now()).where(where)).first()
+        lock = (
+            conn.execute(select(table.c.locked_until, func.now()).where(where)).first()
+            if address_failed
+            else None
+        )
     if lock is not None and lock.locked_until is not None and lock.locked_until > lock.now:
-        raise _locked(lock.locked_until - lock.now)
+        raise locked_error((lock.locked_until - lock.now).total_seconds())
     if row is None:
         hashing.verify_dummy(password)
     elif hashing.verify_password(row.password_hash, password) and not row.disabled:
         return _succeeded(engine, row, password)
     with engine.begin() as conn:
-        locked_for = _count_failure(conn, table, where, key, max_failures, lock_s)
-    if locked_for is not None:
-        raise _locked(locked_for)
+        _count_failure(conn, table, where, key, max_failures, lock_s)
     raise UnauthorizedError(BAD_CREDENTIALS)
 
 
@@ -289,8 +306,9 @@ def _tracker(row: Row[Any] | None, key: str) -> tuple[Table, Any]:
     return users, users.c.id == row.id
 
 
-def _locked(remaining: timedelta) -> AccountLockedError:
-    seconds = max(1, math.ceil(remaining.total_seconds()))
+def locked_error(seconds: float) -> AccountLockedError:
+    """What a login refused for ``seconds`` more hears (the same words whatever locked it)."""
+    seconds = max(1, math.ceil(seconds))
     return AccountLockedError(
         f"too many failed logins: locked, try again in {seconds} s", retry_after_s=seconds
     )
@@ -307,34 +325,29 @@ def _succeeded(engine: Engine, row: Row[Any], password: str) -> User:
 
 def _count_failure(
     conn: Connection, table: Table, where: Any, key: str, max_failures: int, lock_s: int
-) -> timedelta | None:
-    """Count one failed login; how long the login is locked for, if it is (now or already)."""
+) -> None:
+    """Count one failed login, and from the ``max_failures``-th in a row start its backoff."""
     if table is login_failures:
         _forget_stale_failures(conn, lock_s)
         conn.execute(insert(login_failures).values(login=key).on_conflict_do_nothing())
     now = db_now(conn)
     state = conn.execute(
-        select(table.c.failed_logins, table.c.last_failure, table.c.locked_until)
-        .where(where)
-        .with_for_update()
+        select(table.c.failed_logins, table.c.last_failure).where(where).with_for_update()
     ).first()
     if state is None:  # the user was deleted meanwhile
-        return None
-    if state.locked_until is not None and state.locked_until > now:  # locked meanwhile
-        return state.locked_until - now  # type: ignore[no-any-return]
+        return
     recent = state.last_failure is not None and now - state.last_failure < timedelta(seconds=lock_s)
     failures = (state.failed_logins if recent else 0) + 1
-    locked_until = now + timedelta(seconds=lock_s) if failures >= max_failures else None
+    backoff_s = min(lock_s, 2 ** (failures - max_failures)) if failures >= max_failures else 0
     conn.execute(
         table.update()
         .where(where)
         .values(
-            failed_logins=0 if locked_until else failures,
+            failed_logins=failures,
             last_failure=now,
-            locked_until=locked_until,
+            locked_until=now + timedelta(seconds=backoff_s) if backoff_s else None,
         )
     )
-    return None if locked_until is None else locked_until - now
 
 
 def _forget_stale_failures(conn: Connection, lock_s: int) -> None:

@@ -10,7 +10,7 @@ import base64
 import binascii
 from pathlib import Path, PurePosixPath
 
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, NotFoundError
 from shared.paths import resolve_inside
 from shared.workdir import WorkDir
 
@@ -19,6 +19,7 @@ __all__ = [
     "RASTER_SUFFIXES",
     "decode_id",
     "encode_id",
+    "file_of_layer",
     "is_raster_file",
     "looks_like_raster",
     "normalise_path",
@@ -99,6 +100,24 @@ def decode_id(raster_id: str) -> str:
             id=raster_id[:64],
         )
     return rel
+
+
+def file_of_layer(layer_path: str, file: str) -> str:
+    """The normal path of ``file``, a raster of the layer at ``layer_path`` (the layer's own
+    file, or one in its folder); only the path is looked at, not the store.
+
+    Raises:
+        InvalidInputError: ``file`` is not a path relative to the raster root
+            (:func:`normalise_path`; absolute paths too).
+        NotFoundError: the file lies outside the layer (the message names the layer only).
+    """
+    if file.startswith("/"):
+        raise InvalidInputError("a raster path is relative to the raster folder", path=file[:64])
+    normal = normalise_path(file)
+    if normal != layer_path and not normal.startswith(f"{layer_path}/"):
+        layer = encode_id(layer_path)
+        raise NotFoundError(f"the file is not one of layer {layer}", parameter="file", layer=layer)
+    return normal
 
 
 def resolve(root: Path, rel_path: str, *, must_exist: bool = True) -> Path:

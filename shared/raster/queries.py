@@ -21,7 +21,7 @@ from shared.errors import InvalidInputError, MapsvcError
 from shared.raster.catalog import is_raster, layer_files, list_folder, listing_signature
 from shared.raster.info import raster_info
 from shared.raster.layer import locate_layer, mosaic_source
-from shared.raster.paths import decode_id, raster_root
+from shared.raster.paths import decode_id, file_of_layer, raster_root
 from shared.raster.stat import raster_stat
 from shared.raster.store import FileRasterStore, RasterStore
 from shared.workdir import WorkDir
@@ -105,16 +105,17 @@ def raster_info_of(
         cache: the results cache.
         work_dir: the service's work dir.
         raster_id: the layer id.
-        file: a raster file relative to the raster root (``file=``), or None.
+        file: one of the layer's raster files, relative to the raster root (``file=``), or None.
         rasters: the raster store (default: the folder ``<workDir>/map/raster``).
 
     Raises:
         InvalidInputError: bad id, or ``file`` outside the raster root or not a raster.
-        NotFoundError: the layer or the file does not exist.
+        NotFoundError: the layer or the file does not exist, or ``file`` is not the layer's.
         UnavailableError: the object storage cannot be reached.
     """
-    rasters = _store(work_dir, rasters)
-    where = locate_layer(work_dir, decode_id(raster_id), rasters=rasters)
+    rasters, rel = _store(work_dir, rasters), decode_id(raster_id)
+    file = file_of_layer(rel, file) if file else None
+    where = locate_layer(work_dir, rel, rasters=rasters)
     files = layer_files(rasters, where.rel_path)
     if file:
         item = rasters.item(file)

@@ -159,8 +159,9 @@ class Catalogue:
         """
         layers = await self.layers(engine, refresh=refresh)
         if layer_id not in layers:
+            # the caller may see only some layers: the catalogue (gis-datasource) lists those
             raise NotFoundError(
-                f"no vector layer {layer_id!r}; layers: {', '.join(sorted(layers)) or 'none'}",
+                f"no vector layer {layer_id[:200]!r}; gis-datasource lists the layers",
                 layer=layer_id[:200],
             )
         return layers[layer_id]

@@ -169,12 +169,35 @@ def test_a_key_never_shows_again_and_a_revoked_key_is_refused(anon: TestClient) 
     assert all("key" not in k for k in listed)
     assert key not in str(listed)
     r = anon.delete(f"/api-user/api-keys/{mine[0]['id']}", headers=AUTH)
-    assert r.status_code == 204
+    assert r.status_code == 200
+    revoked = r.json()
+    assert revoked["id"] == mine[0]["id"]
+    assert revoked["revoked_at"] is not None
     refused = anon.get(RASTERS, headers=bearer(key))  # at once: kept lookups are retired
     assert refused.status_code == 401
     assert_error(refused.json(), "unauthorized")
     assert 'error="invalid_token"' in refused.headers["www-authenticate"]
     assert anon.get(RASTERS, headers=AUTH).status_code == 200  # others unaffected
+
+
+def test_delete_revokes_a_key_which_stays_listed_as_revoked(anon: TestClient) -> None:
+    key = new_key(anon)
+    key_id = next(k["id"] for k in admin(anon, "GET", "/api-keys") if key.startswith(k["prefix"]))
+    revoked = admin(anon, "DELETE", f"/api-keys/{key_id}")
+    again = admin(anon, "DELETE", f"/api-keys/{key_id}")  # the first revocation time is kept
+    assert again["revoked_at"] == revoked["revoked_at"]
+    assert key_id not in [k["id"] for k in admin(anon, "GET", "/api-keys")]
+    for yes in ("1", "true", "yes", "TRUE"):
+        listed = admin(anon, "GET", f"/api-keys?revoked={yes}")
+        assert [k["revoked_at"] for k in listed if k["id"] == key_id] == [revoked["revoked_at"]]
+    for no in ("0", "false", "no"):
+        assert key_id not in [k["id"] for k in admin(anon, "GET", f"/api-keys?revoked={no}")]
+    r = anon.get("/api-user/api-keys?revoked=maybe", headers=AUTH)
+    assert r.status_code == 400
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "revoked"
+    r = anon.delete("/api-user/api-keys/nosuchkey", headers=AUTH)
+    assert r.status_code == 404
+    assert_error(r.json(), "not-found")
 
 
 def test_roles_and_layer_limits(anon: TestClient) -> None:
@@ -261,6 +284,21 @@ def test_login_gives_a_jwt_that_works_and_forgeries_that_do_not(
         r = anon.get("/api-user/users", headers=bearer(bad))
         assert r.status_code == 401, (name, r.text)
         assert_error(r.json(), "invalid-token")
+
+
+@pytest.mark.parametrize("prefix", ["", "/api-user", "/api/v1"])
+def test_the_login_answers_at_the_root_and_under_each_mount(anon: TestClient, prefix: str) -> None:
+    login = new_user(anon)
+    # credentials of another kind beside the login form are not read: the form is the login's
+    r = anon.post(
+        f"{prefix}/api/auth", json={"login": login, "password": PASSWORD}, headers=bearer("junk")
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["login"] == login
+    assert anon.get(RASTERS, headers=bearer(r.json()["token"])).status_code == 200
+    r = anon.post(f"{prefix}/api/auth", json={"login": login, "password": "wrong password"})
+    assert r.status_code == 401
+    assert_error(r.json(), "unauthorized")
 
 
 def test_brute_force_on_a_login_is_throttled(anon: TestClient) -> None:

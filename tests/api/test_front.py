@@ -5,20 +5,23 @@ from __future__ import annotations
 import http.client
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from api.front import front_argv, write_front_config
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
 from tests.conftest import free_port, served
-from tests.layers import MOSAIC_ID, RGB_ID, tile_url
+from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, tile_url
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx")
 
@@ -46,9 +49,35 @@ def front(settings: Settings, backend: str) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@contextmanager
+def front_work(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> Iterator[Settings]:
+    """``settings`` with a work dir of their own, the Landsat scene and the folder of its
+    quarters configured there: started as root, nginx's workers run as an unprivileged user,
+    who cannot pass pytest's folders (0700) to reach the tile cache."""
+    work = Path(tempfile.mkdtemp(prefix="mapsvc-front-"))
+    work.chmod(0o755)
+    mine = settings.model_copy(update={"work_dir": work})
+    for rel in (RGB, "bahamas-tiles"):
+        copy = shutil.copytree if (raster_dir / rel).is_dir() else shutil.copy
+        (mine.dirs.raster / rel).parent.mkdir(parents=True, exist_ok=True)
+        copy(raster_dir / rel, mine.dirs.raster / rel)
+        configure(mine, rdb, rel)
+    try:
+        yield mine
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def fronted(settings: Settings, layers: None) -> Iterator[tuple[str, Settings]]:
-    mine = settings.model_copy(
+def front_settings(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> Iterator[Settings]:
+    """The suite's settings in a work dir the front's workers reach (:func:`front_work`)."""
+    with front_work(settings, rdb, raster_dir) as mine:
+        yield mine
+
+
+@pytest.fixture(scope="module")
+def fronted(front_settings: Settings) -> Iterator[tuple[str, Settings]]:
+    mine = front_settings.model_copy(
         update={"public_layers": RGB_ID, "port": free_port(), "rate_tiles_per_min": 600}
     )
     with served(mine) as api:
@@ -100,8 +129,8 @@ def test_queries_bad_keys_and_private_layers_go_to_the_api(
     assert httpx.get(f"{base}/api-user/gis-raster", headers=AUTH).status_code == 200
 
 
-def test_the_front_keeps_the_tiles_budget(settings: Settings, layers: None) -> None:
-    mine = settings.model_copy(
+def test_the_front_keeps_the_tiles_budget(front_settings: Settings) -> None:
+    mine = front_settings.model_copy(
         update={"public_layers": RGB_ID, "port": free_port(), "rate_tiles_per_min": 3}
     )
     with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
@@ -141,9 +170,9 @@ def _new_key(api: str, layers: list[str] | None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def keyed(settings: Settings, layers: None) -> Iterator[tuple[str, str, Settings]]:
+def keyed(front_settings: Settings) -> Iterator[tuple[str, str, Settings]]:
     """The front with the API's yes kept 1 s: the base URLs of the front and of the API."""
-    mine = settings.model_copy(
+    mine = front_settings.model_copy(
         update={"public_layers": RGB_ID, "port": free_port(), "front_access_ttl_s": 1}
     )
     with served(mine) as api:
@@ -237,9 +266,9 @@ def test_a_revoked_key_stops_reading_once_the_kept_yes_ends(
 
 
 def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
-    settings: Settings, vector_tables: str
+    front_settings: Settings, vector_tables: str
 ) -> None:
-    mine = settings.model_copy(
+    mine = front_settings.model_copy(
         update={
             "public_layers": f"{RGB_ID},public.countries",
             "port": free_port(),
@@ -274,9 +303,9 @@ def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
 
 
 def test_with_the_api_down_cached_public_tiles_still_come_and_the_rest_is_a_json_503(
-    settings: Settings, layers: None
+    front_settings: Settings,
 ) -> None:
-    mine = settings.model_copy(update={"public_layers": RGB_ID, "port": free_port()})
+    mine = front_settings.model_copy(update={"public_layers": RGB_ID, "port": free_port()})
     with served(mine) as api:
         assert httpx.get(f"{api}{TILE}", headers=AUTH).status_code == 200  # cached
     cached = mine.dirs.rtile / RGB_ID / "en" / "8" / "72" / "110.png"

@@ -174,8 +174,9 @@ def test_metrics_go_up_by_exactly_what_was_done(
     assert queues == {"default", "raster", "tiles"}
 
 
-def test_metrics_are_for_operators(api: str) -> None:
-    r = httpx.get(f"{api}/metrics")
+@pytest.mark.parametrize("prefix", ["", "/api-user", "/api/v1"])
+def test_metrics_are_for_operators(api: str, prefix: str) -> None:
+    r = httpx.get(f"{api}{prefix}/metrics")
     assert r.status_code == 401
     assert_error(r.json(), "unauthorized")
     assert "Bearer" in r.headers["www-authenticate"]
@@ -187,10 +188,10 @@ def test_metrics_are_for_operators(api: str) -> None:
         assert made.status_code == 201, made.text
         return {"Authorization": f"Bearer {made.json()['key']}"}
 
-    r = httpx.get(f"{api}/metrics", headers=key("reader"))
+    r = httpx.get(f"{api}{prefix}/metrics", headers=key("reader"))
     assert r.status_code == 403
     assert_error(r.json(), "forbidden")
-    r = httpx.get(f"{api}/metrics", headers=key("operator"))
+    r = httpx.get(f"{api}{prefix}/metrics", headers=key("operator"))
     assert r.status_code == 200
     assert "# TYPE mapsvc_http_requests_total counter" in r.text
 

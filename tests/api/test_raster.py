@@ -470,18 +470,20 @@ def test_info_of_the_corrupt_raster_is_422(client: TestClient, raster_dir: Path)
 
 
 @pytest.mark.parametrize(
-    ("file", "status"),
+    ("layer", "file", "status"),
     [
-        ("../../etc/passwd", 400),
-        ("/etc/passwd", 400),
-        ("single/notes.txt", 400),
-        ("single/nope.tif", 404),
-        ("escape/hosts", 400),
+        (RGB, "../../etc/passwd", 400),
+        (RGB, "/etc/passwd", 400),
+        ("single", "single/notes.txt", 400),
+        ("single", "single/nope.tif", 404),
+        ("escape", "escape/hosts", 400),
+        (RGB, "single/shade.tif", 404),  # a raster, but not one of the layer's
+        ("bahamas-tiles", "single/RGB.byte.tif", 404),
     ],
 )
 def test_info_refuses_bad_files(
-    client: TestClient, raster_dir: Path, file: str, status: int
+    client: TestClient, raster_dir: Path, layer: str, file: str, status: int
 ) -> None:
-    r = client.get(f"/api-user/gis-raster-info/{encode_id(RGB)}", params={"file": file})
+    r = client.get(f"/api-user/gis-raster-info/{encode_id(layer)}", params={"file": file})
     assert r.status_code == status
     assert r.json()["error"]["code"] == ("not-found" if status == 404 else "invalid-input")

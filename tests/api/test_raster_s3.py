@@ -1,7 +1,7 @@
 """Source rasters in an S3 bucket (``MAPSVC_RASTER_STORE=s3``), against a local moto server.
 
-The rasters of ``../shared/data`` are uploaded under a prefix; the API and a real Celery worker
-run with the bucket as their raster store, in a work dir and a Redis db of their own. Every
+The demo rasters (``deploy/demo-data``) are uploaded under a prefix; the API and a real Celery
+worker run with the bucket as their raster store, in a work dir and a Redis db of their own. Every
 answer is compared with the same raster's answer from the file store (the session's work dir).
 """
 
@@ -25,13 +25,13 @@ from rasterio.io import MemoryFile
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.demo import DEMO_DATA
 from shared.raster.compress import compress_file
 from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import assert_error
 from tests.conftest import (
     ROOT,
-    SHARED_DATA,
     UP_REDIS_URL,
     admin_client,
     free_port,
@@ -48,7 +48,7 @@ BUCKET = "mapsvc-test-rasters"
 TILE_BUCKET = "mapsvc-test-raster-tiles"
 PREFIX = "sources"
 KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
-#: the shared rasters, uploaded as they are
+#: the demo rasters, uploaded as they are
 RASTERS = [
     "single/RGB.byte.tif",
     "single/shade.tif",
@@ -70,13 +70,13 @@ def s3_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         client.create_bucket(Bucket=BUCKET)
         client.create_bucket(Bucket=TILE_BUCKET)
         for rel in RASTERS:
-            client.upload_file(str(SHARED_DATA / "raster" / rel), BUCKET, f"{PREFIX}/{rel}")
+            client.upload_file(str(DEMO_DATA / "raster" / rel), BUCKET, f"{PREFIX}/{rel}")
         for rel, data in NOT_RASTERS.items():
             client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{rel}", Body=data)
         client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/docs/readme.txt", Body=b"no raster")
         client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/empty/", Body=b"")  # a folder marker
         # outside the prefix: never listed, never read
-        client.upload_file(str(SHARED_DATA / "raster" / RGB), BUCKET, "elsewhere/RGB.byte.tif")
+        client.upload_file(str(DEMO_DATA / "raster" / RGB), BUCKET, "elsewhere/RGB.byte.tif")
         yield url
 
 
@@ -211,7 +211,7 @@ def test_listing_follows_new_objects(s3_tc: TestClient, s3_url: str) -> None:
     body = s3_tc.get("/api-user/gis-raster?folder=bahamas-tiles").json()
     assert len(body["rows"]) == 4
     raw(s3_url).upload_file(
-        str(SHARED_DATA / "raster" / "bahamas-tiles" / "rgb1.tif"),
+        str(DEMO_DATA / "raster" / "bahamas-tiles" / "rgb1.tif"),
         BUCKET,
         f"{PREFIX}/bahamas-tiles/later/rgb5.tif",
     )
@@ -231,7 +231,7 @@ def test_stat_of_a_file(s3_tc: TestClient, client: TestClient, raster_dir: Path,
     r = s3_tc.get(f"/api-user/gis-raster-stat/{encode_id(rel)}")
     assert r.status_code == 200, r.text
     ours, theirs = r.json(), client.get(f"/api-user/gis-raster-stat/{encode_id(rel)}").json()
-    assert ours["stat"]["size"] == (SHARED_DATA / "raster" / rel).stat().st_size
+    assert ours["stat"]["size"] == (DEMO_DATA / "raster" / rel).stat().st_size
     for key in ("cdate", "edate"):  # the object's LastModified, as ISO without offset
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", ours["stat"][key])
     assert {**strip_time(ours), "stat": None} == {**strip_time(theirs), "stat": None}
@@ -274,11 +274,11 @@ def test_stat_refuses_bad_ids(s3_tc: TestClient, raster_id: str, status: int) ->
 def test_stat_cache_follows_the_objects_etag(s3_tc: TestClient, s3_url: str) -> None:
     key, rel = f"{PREFIX}/single/changing.tif", "single/changing.tif"
     client = raw(s3_url)
-    client.upload_file(str(SHARED_DATA / "raster" / RGB), BUCKET, key)
+    client.upload_file(str(DEMO_DATA / "raster" / RGB), BUCKET, key)
     url = f"/api-user/gis-raster-stat/{encode_id(rel)}"
     try:
         assert s3_tc.get(url).json()["files"][0]["rasterSize"] == [791, 718]
-        client.upload_file(str(SHARED_DATA / "raster" / "single" / "world.rgb.tif"), BUCKET, key)
+        client.upload_file(str(DEMO_DATA / "raster" / "single" / "world.rgb.tif"), BUCKET, key)
         assert s3_tc.get(url).json()["files"][0]["rasterSize"] == [512, 256]
         info = s3_tc.get(f"/api-user/gis-raster-info/{encode_id(rel)}").json()
         assert info["size"] == [512, 256]  # GDAL did not keep the old object's bytes
@@ -317,7 +317,7 @@ def test_info_errors(s3_tc: TestClient) -> None:
     assert "TIFFReadEncodedTile() failed" in error["message"]
     assert error["detail"] == {"path": "broken/corrupt.tif"}
     assert "vsis3" not in corrupt.text
-    url = f"/api-user/gis-raster-info/{RGB_ID}"
+    url = f"/api-user/gis-raster-info/{encode_id('single')}"  # files of the folder's layer
     for file, status in [
         ("single/nope.tif", 404),
         ("single/notes.txt", 400),
@@ -354,7 +354,7 @@ def test_configure_from_the_bucket(
     assert files
     assert not [f for f in files if f.startswith("/")]
     (copy,) = (s3_settings.dirs.derived / RGB_ID).glob("b-*/source/RGB.byte.tif")
-    assert copy.read_bytes() == (SHARED_DATA / "raster" / RGB).read_bytes()
+    assert copy.read_bytes() == (DEMO_DATA / "raster" / RGB).read_bytes()
     # nothing was written to the bucket by a configuration
     assert keys(s3_url, BUCKET, f"{PREFIX}/single/") == {
         f"{PREFIX}/{rel}" for rel in [*RASTERS, *NOT_RASTERS] if rel.startswith("single/")
@@ -383,7 +383,7 @@ def test_configure_a_folder_layer(
     (build,) = (s3_settings.dirs.derived / MOSAIC_ID).glob("b-*")
     with (
         rasterio.open(build / "mosaic.vrt") as mosaic,
-        rasterio.open(SHARED_DATA / "raster" / RGB) as scene,
+        rasterio.open(DEMO_DATA / "raster" / RGB) as scene,
     ):
         assert mosaic.bounds == scene.bounds
         assert np.array_equal(mosaic.read(), scene.read())
@@ -436,14 +436,14 @@ def test_compress_writes_the_copy_to_the_bucket(
     (entry,) = body["files"]
     key = f"{PREFIX}/single/commpress/RGB.byte.tif"
     stored = raw(s3_url).get_object(Bucket=BUCKET, Key=key)["Body"].read()
-    assert entry["size"] == (SHARED_DATA / "raster" / RGB).stat().st_size
+    assert entry["size"] == (DEMO_DATA / "raster" / RGB).stat().st_size
     assert entry["compressed"] == len(stored)
     lines = job_lines(s3_rdb, r.headers["x-job-id"])
     assert lines[0].startswith("Start compression: 1 file(s) -> commpress/")
     assert lines[-1] == "Finish:success"
     # the same bytes as a compression of the local file; and it opens through /vsis3/ too
     reference = tmp_path / "ref.tif"
-    compress_file(SHARED_DATA / "raster" / RGB, reference)
+    compress_file(DEMO_DATA / "raster" / RGB, reference)
     with MemoryFile(stored) as mem, mem.open() as ours, rasterio.open(reference) as ref:
         assert ours.profile == ref.profile
         assert ours.profile["compress"] == "lzw"

@@ -1,7 +1,7 @@
 """Benchmark: raster info against ``gdalinfo -json``, compression against ``gdal_translate``.
 
 Run from the checkout with ``make bench`` (or ``.venv/bin/python -m tests.bench.bench_raster``).
-It copies the shared rasters into a temporary folder, adds a larger synthetic scene
+It copies the demo rasters into a temporary folder, adds a larger synthetic scene
 (4096 x 4096 RGB) so that compression is measured on real work rather than start-up, and
 prints medians and ratios (peer time / mapsvc time for info; mapsvc / peer for compression).
 """
@@ -20,14 +20,13 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
+from shared.demo import DEMO_DATA
 from shared.raster.compress import compress_file
 from shared.raster.info import raster_info
 from shared.raster.paths import encode_id
 from shared.raster.queries import ResultCache, raster_info_of
 from shared.redis_clients import sync_client
 from tests.peers import TRANSLATE
-
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "raster"
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -63,7 +62,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         root = work / "map" / "raster"
-        shutil.copytree(SHARED_DATA, root)
+        shutil.copytree(DEMO_DATA / "raster", root)
         big_scene(root / "single" / "big4096.tif", root / "single" / "RGB.byte.tif")
         files = sorted(p for p in root.rglob("*.tif") if p.parent.name != "broken")
         print(

@@ -61,6 +61,7 @@ import rasterio
 import rasterio.shutil
 from rasterio.warp import transform_bounds
 
+from shared.demo import DEMO_DATA
 from shared.raster.paths import encode_id
 from shared.redis_clients import sync_client
 from tests.bench._harness import (
@@ -81,7 +82,7 @@ from tests.bench._harness import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENE = ROOT.parent / "shared" / "data" / "raster" / "single" / "RGB.byte.tif"
+SCENE = DEMO_DATA / "raster" / "single" / "RGB.byte.tif"
 SCENE_REL = "bench/landsat.tif"
 TITILER_REQUIREMENTS = ("titiler.application>=0.18,<3", "uvicorn[standard]>=0.30,<1")
 LANG_TOKEN = "{{lang}}"  # ``shared.tiles.styles.LANG_TOKEN``

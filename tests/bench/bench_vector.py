@@ -59,7 +59,7 @@ import httpx
 import psycopg
 from sqlalchemy import create_engine, text
 
-from shared.demo import load_countries
+from shared.demo import DEMO_DATA, load_countries
 from shared.redis_clients import sync_client
 from tests.bench._harness import (
     Deadline,
@@ -80,7 +80,6 @@ from tests.bench._harness import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_DIR = ROOT.parent / "shared" / "data"
 BENCH_DB = "mapsvc_bench"
 TIPG_REQUIREMENTS = ("tipg>=0.7", "uvicorn[standard]>=0.30,<1")
 MVT_TYPE = "application/vnd.mapbox-vector-tile"
@@ -113,7 +112,7 @@ def make_bench_db(pg: str, points: int, seed: float) -> str:
     try:
         with engine.begin() as conn:
             conn.execute(text("CREATE EXTENSION postgis"))
-        countries = load_countries(engine, DATA_DIR)
+        countries = load_countries(engine, DEMO_DATA)
         t0 = time.perf_counter()
         with engine.begin() as conn:
             conn.execute(

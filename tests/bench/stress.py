@@ -50,7 +50,7 @@ from rasterio.crs import CRS
 from rasterio.warp import transform_bounds
 from sqlalchemy import create_engine, text
 
-from shared.demo import load_countries
+from shared.demo import DEMO_DATA, load_countries
 from tests.bench._harness import (
     Deadline,
     HttpConnection,
@@ -65,7 +65,6 @@ from tests.bench.bench_tiles import configure_layer, make_cog, scene_tiles, star
 from tests.bench.bench_vector import admin, check_loopback, sqlalchemy_url, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_DIR = ROOT.parent / "shared" / "data"
 LUA = Path(__file__).with_name("stress_bbox.lua")
 STRESS_DB = "mapsvc_stress"
 COUNTRIES, POINTS = "public.countries", "public.stress_points"
@@ -88,7 +87,7 @@ def make_stress_db(pg: str, points: int) -> str:
         conn.execute(f'CREATE DATABASE "{STRESS_DB}"')
     engine = create_engine(f"{sqlalchemy_url(pg)}/{STRESS_DB}")
     try:
-        countries = load_countries(engine, DATA_DIR)  # also creates the postgis extension
+        countries = load_countries(engine, DEMO_DATA)  # also creates the postgis extension
         with engine.begin() as conn:
             conn.execute(
                 text(

@@ -17,10 +17,10 @@ import pytest
 import redis
 from sqlalchemy import create_engine
 
-from shared.demo import load_countries
+from shared.demo import DEMO_DATA, load_countries
 from shared.settings import Settings
 from tests.checks import ADMIN_KEY, AUTH
-from tests.conftest import ROOT, SHARED_DATA, free_port, settings_env
+from tests.conftest import ROOT, free_port, settings_env
 from tests.faults.harness import ServiceProcess, api_answers
 from tests.layers import RGB, configure
 from tests.services import PostgresCluster, RedisServer
@@ -96,7 +96,7 @@ def fault_pg() -> Iterator[PostgresCluster]:
                 (PARCEL,),
             )
         engine = create_engine(cluster.url("mapsvc").replace("postgresql:", "postgresql+psycopg:"))
-        load_countries(engine, SHARED_DATA)
+        load_countries(engine, DEMO_DATA)
         engine.dispose()
         yield cluster
     finally:
@@ -132,7 +132,7 @@ def fault_settings(
     )
     settings.ensure_work_dir()
     (settings.dirs.raster / "single").mkdir(parents=True)
-    shutil.copyfile(SHARED_DATA / "raster" / RGB, settings.dirs.raster / RGB)
+    shutil.copyfile(DEMO_DATA / "raster" / RGB, settings.dirs.raster / RGB)
     return settings
 
 
@@ -171,7 +171,7 @@ def scene(fault_settings: Settings, fault_rdb: redis.Redis, request: pytest.Fixt
     folder = fault_settings.dirs.raster / "pretile"
     folder.mkdir(exist_ok=True)
     name = f"{request.node.name[:40]}.tif"
-    shutil.copyfile(SHARED_DATA / "raster" / RGB, folder / name)
+    shutil.copyfile(DEMO_DATA / "raster" / RGB, folder / name)
     return configure(fault_settings, fault_rdb, f"pretile/{name}")
 
 

@@ -1,6 +1,6 @@
 """The OpenAPI document describes every route; schemathesis runs it against the real server.
 
-Against the live uvicorn server, a real Celery worker, the shared rasters (one configured as a
+Against the live uvicorn server, a real Celery worker, the demo rasters (one configured as a
 layer, the documented examples name it) and the vector tables: seeded, bounded examples of every
 operation. Checks: no 5xx, documented status codes and content types, every body (errors too:
 ``{"error": {"code", "message", "detail"}}``) matching its schema. A job started by a generated

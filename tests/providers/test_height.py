@@ -12,12 +12,13 @@ import rasterio
 from affine import Affine
 from starlette.testclient import TestClient
 
+from shared.demo import DEMO_DATA
 from shared.settings import Settings
 from tests.checks import assert_error
-from tests.conftest import SHARED_DATA, app_client, with_providers
+from tests.conftest import app_client, with_providers
 from tests.providers import fakes
 
-ZIP = SHARED_DATA / "dem" / "N10W110.hgt.zip"
+ZIP = DEMO_DATA / "dem" / "N10W110.hgt.zip"
 # SRTM3: 1201 x 1201 cells, pixel centres on whole multiples of 3" from 10°N, 110°W
 ORIGIN_X, ORIGIN_Y, STEP = -110.0 - 1 / 2400, 11.0 + 1 / 2400, 1 / 1200
 ROW, COL = 816, 927  # on Clipperton Island: heights above 0 around this cell

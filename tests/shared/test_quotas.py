@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -92,8 +93,8 @@ async def test_every_key_written_expires(client: aioredis.Redis, key: str) -> No
     await quotas.hit(client, f"{key}:bucket", 3, 60)
     await quotas.hit(client, f"{key}:peeked", 3, 60, cost=0)  # only looks: writes nothing
     address = f"{key}:10.0.0.1"
-    await quotas.login_allowed(client, address, max_failures=3, window_s=60)
-    await quotas.login_failure(client, address, max_failures=3, window_s=60)
+    await quotas.failures_allowed(client, f"login:{address}", max_failures=3, window_s=60)
+    await quotas.count_failure(client, f"login:{address}", max_failures=3, window_s=60)
     keys = sorted([k async for k in client.scan_iter(match=f"{quotas.PREFIX}*{key}*")])
     assert keys == [f"mapsvc:rate:login:{address}", f"mapsvc:rate:{key}:bucket"]
     for written in keys:
@@ -115,12 +116,10 @@ async def test_a_bytes_client_works_too(key: str) -> None:
         await raw.aclose()
 
 
-async def test_failed_logins_close_an_address_for_the_window(
-    client: aioredis.Redis, key: str
-) -> None:
+async def test_failures_close_a_caller_for_the_window(client: aioredis.Redis, key: str) -> None:
     address, other = f"{key}:192.0.2.1", f"{key}:192.0.2.2"
-    allowed = partial(quotas.login_allowed, client, max_failures=3, window_s=1.0)
-    failure = partial(quotas.login_failure, client, max_failures=3, window_s=1.0)
+    allowed = partial(quotas.failures_allowed, client, max_failures=3, window_s=1.0)
+    failure = partial(quotas.count_failure, client, max_failures=3, window_s=1.0)
     assert (await allowed(address)).remaining == 3
     after = [await failure(address) for _ in range(3)]
     assert [d.allowed for d in after] == [True, True, False]
@@ -135,3 +134,13 @@ async def test_failed_logins_close_an_address_for_the_window(
     reopened = await allowed(address)
     assert reopened.allowed
     assert reopened.remaining == 3
+
+
+async def test_forgotten_failures_open_the_window_whole(client: aioredis.Redis, key: str) -> None:
+    limits: dict[str, Any] = {"max_failures": 3, "window_s": 60.0}
+    for _ in range(3):
+        await quotas.count_failure(client, key, **limits)
+    assert not (await quotas.failures_allowed(client, key, **limits)).allowed
+    await quotas.forget_failures(client, key)
+    reopened = await quotas.failures_allowed(client, key, **limits)
+    assert (reopened.allowed, reopened.remaining) == (True, 3)

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from api.openapi import auth_models as m
 from api.openapi.models import Schema, ref
 from api.openapi.operation import Operation, content, json_body
-from api.openapi.parameters import param, text
+from api.openapi.parameters import flag, param, text
 
 __all__ = ["operations"]
 
@@ -43,6 +43,7 @@ _CANNOT = content(
     "text/html", {"type": "string"}, "A page saying why not (an unknown client or redirect URI)"
 )
 _ROLE = param("query", "role", {"enum": ["reader", "operator", "admin"]}, "Only this role")
+_KEY_ID = text("path", "id", "The key id", max_length=64)
 
 
 def _ord(*fields: str) -> Schema:
@@ -139,7 +140,7 @@ def operations() -> dict[str, Operation]:
             "Log in: the user's id, login and an access token",
             "auth",
             responses={"200": json_body(m.LoginAnswer, "Logged in")},
-            errors=[401, 429],
+            errors=[401, 413, 429],
             request_body=_body(m.Login),
         ),
         **_collection(
@@ -159,8 +160,16 @@ def operations() -> dict[str, Operation]:
             m.ApiKeyCreated,
             m.KeyIn,
             m.KeyPatch,
-            [_ROLE, _ord("name", "created"), param("query", "revoked", {"enum": ["0", "1"]}, "")],
-            text("path", "id", "The key id", max_length=64),
+            [_ROLE, _ord("name", "created"), flag("revoked", "1: revoked keys too")],
+            _KEY_ID,
+        ),
+        # DELETE revokes a key: it stays listed (``revoked=1``) with its revocation time
+        "delete_api_keys": Operation(
+            "Revoke an API key: refused from now on, still listed with `revoked=1`",
+            "admin",
+            [_KEY_ID],
+            {"200": json_body(m.ApiKey, "The key, revoked (`revoked_at` set)")},
+            [404],
         ),
         **_collection(
             "oauth_clients",

@@ -1,4 +1,5 @@
-"""The operations of the system routes (``api.routes.system`` and the document itself)."""
+"""The operations of the system routes (``api.routes.system``, the document itself and
+``/metrics`` of ``api.metrics``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from api.openapi.models import Health, Ready
 from api.openapi.operation import Operation, content, json_body
 
 __all__ = ["operations"]
+
+_TEXT = {"type": "string"}
 
 
 def operations() -> dict[str, Operation]:
@@ -23,5 +26,18 @@ def operations() -> dict[str, Operation]:
             "This document",
             "system",
             responses={"200": content("application/json", {"type": "object"}, "OpenAPI 3.1")},
+        ),
+        "get_metrics": Operation(
+            "Every API and worker process's metrics (also at the root: `GET /metrics`)",
+            "system",
+            responses={
+                "200": {
+                    "description": "Prometheus' text format, or OpenMetrics when `Accept` asks",
+                    "content": {
+                        "text/plain": {"schema": _TEXT},
+                        "application/openmetrics-text": {"schema": _TEXT},
+                    },
+                }
+            },
         ),
     }

@@ -108,7 +108,17 @@ def operations(tile_max_size: int) -> dict[str, Operation]:
             "public)",
             "tiles",
             [style],
-            {"204": {"description": "The caller may read the layer's tiles"}},
+            {
+                "204": {
+                    "description": "The caller may read the layer's tiles",
+                    "headers": {
+                        "X-Principal": {
+                            "schema": {"type": "string"},
+                            "description": "The caller's principal id (its tiles budget)",
+                        }
+                    },
+                }
+            },
             [401, 403, 404],
         ),
         "get_layer_pretile": heavy(

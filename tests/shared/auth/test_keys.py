@@ -10,7 +10,6 @@ from sqlalchemy import Engine, select, text
 from shared.auth.hashing import digest
 from shared.auth.keys import (
     create_key,
-    delete_key,
     get_key,
     is_api_key,
     list_keys,
@@ -84,7 +83,7 @@ def test_expired_key_is_refused(engine: Engine) -> None:
         create_key(engine, "naive", "reader", expires_at=datetime(2030, 1, 1))  # noqa: DTZ001
 
 
-def test_update_and_delete(engine: Engine) -> None:
+def test_update_and_revoke(engine: Engine) -> None:
     key, plain = create_key(engine, "ci", "reader", layers=["a"])
     changed = update_key(engine, key.id, name="deploy", role="admin")
     assert (changed.name, changed.role, changed.layers) == ("deploy", "admin", frozenset({"a"}))
@@ -92,11 +91,13 @@ def test_update_and_delete(engine: Engine) -> None:
     assert principal_for_key(engine, plain) == Principal(
         id=f"key:{key.id}", name="deploy", role="admin", layers=None
     )
-    delete_key(engine, key.id)
+    revoke_key(engine, key.id)
     assert principal_for_key(engine, plain) is None
-    for call in (get_key, delete_key, revoke_key):
+    assert get_key(engine, key.id).revoked_at is not None  # kept, listed as revoked
+    missing = "00000000-0000-0000-0000-000000000000"
+    for call in (get_key, revoke_key):
         with pytest.raises(NotFoundError):
-            call(engine, key.id)
+            call(engine, missing)
     with pytest.raises(NotFoundError):
         get_key(engine, "not-a-uuid")
     with pytest.raises(InvalidInputError):

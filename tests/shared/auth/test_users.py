@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, func, select, text
 
 from shared.auth import hashing
 from shared.auth.errors import AccountLockedError
@@ -24,7 +26,10 @@ from shared.errors import ConflictError, InvalidInputError, NotFoundError, Unaut
 from tests.shared.auth.conftest import PRODUCTION_HASHER
 
 PASSWORD = "s3cret-pass"
-LOCK = {"max_failures": 3, "lock_s": 300}
+#: the throttle's settings, for an address that has failed on the login (the backoff applies)
+LOCK: dict[str, Any] = {"max_failures": 3, "lock_s": 300, "address_failed": True}
+#: the same, for an address that has not
+FRESH = {**LOCK, "address_failed": False}
 
 
 def test_add_and_get(engine: Engine) -> None:
@@ -132,34 +137,67 @@ def test_wrong_password_unknown_login_and_disabled_user_look_alike(engine: Engin
     assert _refusal(engine, "dave", PASSWORD) == wrong  # even with the right password
 
 
-def test_lockout_after_max_failures(engine: Engine) -> None:
+def _push_lock(engine: Engine, seconds: int) -> None:
+    """Every lock (of users and of unknown logins) ends ``seconds`` from now."""
+    with engine.begin() as conn:
+        for table in (users, login_failures):
+            conn.execute(
+                table.update()
+                .where(table.c.locked_until.is_not(None))
+                .values(locked_until=text(f"now() + interval '{seconds} s'"))
+            )
+
+
+def test_backoff_after_max_failures_for_addresses_that_failed(engine: Engine) -> None:
     add_user(engine, "alice", PASSWORD, "reader")
-    for _ in range(2):
+    for _ in range(3):  # the third failure starts the backoff: 1 s
         assert _refusal(engine, "alice", "wrong-password")[0] is UnauthorizedError
-    locked = _refusal(engine, "alice", "wrong-password")  # the third failure locks
+    _push_lock(engine, 300)
+    locked = _refusal(engine, "alice", PASSWORD)  # even the right one, from an address that failed
     assert locked[0] is AccountLockedError
     assert "locked" in locked[1]
     assert "300 s" in locked[1]
     assert locked[2] == {"retry_after_s": 300}
-    assert _refusal(engine, "alice", PASSWORD)[0] is AccountLockedError  # even the right one
-    with engine.begin() as conn:  # the lock is over
-        conn.execute(users.update().values(locked_until=text("now() - interval '1 second'")))
-    assert authenticate(engine, "alice", PASSWORD, **LOCK).locked_until is None
+    # an address that has not failed is checked: the owner gets in, and the count starts anew
+    assert authenticate(engine, "alice", PASSWORD, **FRESH).locked_until is None
     with engine.connect() as conn:
         assert conn.execute(select(users.c.failed_logins)).scalar_one() == 0
+    assert authenticate(engine, "alice", PASSWORD, **LOCK).locked_until is None
 
 
-def test_unknown_logins_lock_alike(engine: Engine) -> None:
+def test_the_backoff_doubles_up_to_the_lock_period(engine: Engine) -> None:
     add_user(engine, "alice", PASSWORD, "reader")
-    known = [_refusal(engine, "alice", "wrong-password") for _ in range(4)]
-    unknown = [_refusal(engine, "nobody", "wrong-password") for _ in range(4)]
+
+    def backoff_s() -> float:
+        with engine.connect() as conn:
+            left = conn.execute(select(users.c.locked_until - func.now())).scalar_one()
+        return float(left.total_seconds())
+
+    for _ in range(3):
+        _refusal(engine, "alice", "wrong-password")
+    assert 0 < backoff_s() <= 1
+    for expected in (2, 4, 8):  # further failures, from addresses that have not failed
+        with pytest.raises(UnauthorizedError):
+            authenticate(engine, "alice", "wrong-password", **FRESH)
+        assert expected - 1 < backoff_s() <= expected
+    with engine.begin() as conn:
+        conn.execute(users.update().values(failed_logins=40))
+    with pytest.raises(UnauthorizedError):
+        authenticate(engine, "alice", "wrong-password", **FRESH)
+    assert 299 < backoff_s() <= 300  # never longer than the lock period
+
+
+def test_unknown_logins_back_off_alike(engine: Engine) -> None:
+    add_user(engine, "alice", PASSWORD, "reader")
+    known = [_refusal(engine, "alice", "wrong-password") for _ in range(3)]
+    unknown = [_refusal(engine, "nobody", "wrong-password") for _ in range(3)]
     assert known == unknown
-    assert [r[0] for r in known] == [
-        UnauthorizedError,
-        UnauthorizedError,
-        AccountLockedError,
-        AccountLockedError,
-    ]
+    assert [r[0] for r in known] == [UnauthorizedError] * 3
+    _push_lock(engine, 100)
+    assert _refusal(engine, "alice", "wrong-password") == _refusal(
+        engine, "nobody", "wrong-password"
+    )
+    assert _refusal(engine, "nobody", "wrong-password")[0] is AccountLockedError
     assert "nobody" not in str(unknown)
     assert "exist" not in str(unknown)
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from shared.demo import DEMO_DATA
 from shared.errors import NotFoundError, UnprocessableError
 from shared.raster.info import raster_info
 from tests.checks import assert_same
 
-RASTERS = Path(__file__).resolve().parents[4] / "shared" / "data" / "raster"
-SHARED_RASTERS = sorted(
+RASTERS = DEMO_DATA / "raster"
+DEMO_RASTERS = sorted(
     str(p.relative_to(RASTERS)) for p in RASTERS.rglob("*.tif") if p.parent.name != "broken"
 )
 #: files made in the test from copies: a VRT mosaic, internal and external overviews, an
@@ -43,7 +44,7 @@ def gdalinfo(path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Copies of the shared rasters, and the rasters made from them with GDAL's tools."""
+    """Copies of the demo rasters, and the rasters made from them with GDAL's tools."""
     root = tmp_path_factory.mktemp("rasters")
     for source in (p for p in RASTERS.rglob("*") if p.is_file()):  # read-only: bytes only
         copy = root / source.relative_to(RASTERS)
@@ -81,10 +82,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_shared_rasters_are_there() -> None:
-    assert len(SHARED_RASTERS) >= 7
+    assert len(DEMO_RASTERS) >= 7
 
 
-@pytest.mark.parametrize("name", SHARED_RASTERS + MADE_RASTERS)
+@pytest.mark.parametrize("name", DEMO_RASTERS + MADE_RASTERS)
 def test_matches_gdalinfo(work: Path, name: str) -> None:
     path = work / name
     before = sorted(work.rglob("*"))

@@ -24,7 +24,7 @@ from shared.tiles.pretile import (
 from tests.conftest import REDIS_URL
 
 WORLD = [-180.0, -85.0511287798066, 180.0, 85.0511287798066]
-#: the footprint of the Landsat scene of the shared rasters
+#: the footprint of the Landsat scene of the demo rasters
 SCENE = [-78.9586, 23.565, -76.5749, 25.5509]
 
 

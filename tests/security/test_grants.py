@@ -1,0 +1,347 @@
+"""Layer grants on every parameter and every job (issue 21, class 2).
+
+A key limited to layer A (a raster folder layer and a vector layer) sees nothing of layer B,
+whatever route or parameter names B: every route of the rule table is walked, on both mounts,
+with each of its layer parameters naming B (``404`` as if B did not exist, B named nowhere in
+the answer) and naming A (through the grant check). Jobs of B, and jobs about no layer, are
+invisible to the key; jobs of A are not. A static check proves that every parameter a handler
+reads that names a layer is one its rule names, so a new route or parameter cannot forget it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from api import metrics
+from api.access import LAYER_PARAMETERS, RULES
+from api.app import create_app
+from api.routes import ROOT_ROUTES, ROUTES
+from shared.raster.paths import encode_id
+from shared.settings import Settings
+from tests.checks import AUTH, assert_error
+from tests.layers import MOSAIC_ID, configure
+
+MOUNTS = ("/api-user", "/api/v1")
+#: the layers granted to the limited keys, and the ones hidden from them
+A_RASTER, B_RASTER = "bahamas-tiles", "single/world.rgb.tif"
+A_VECTOR, B_VECTOR = "public.test_points", "public.test_lines"
+B_ID = encode_id(B_RASTER)
+#: what of B must never show in an answer to the limited keys
+B_NAMES = (B_ID, "world.rgb", "test_lines")
+#: per layer parameter of the raster routes, a value naming A and one naming B
+RASTER_VALUES = {
+    "id": (MOSAIC_ID, B_ID),
+    "style": (MOSAIC_ID, B_ID),
+    "layer": (MOSAIC_ID, B_ID),
+    "path": (A_RASTER, B_RASTER),
+    "file": (f"{A_RASTER}/rgb2.tif", B_RASTER),
+    "folder": (A_RASTER, "single"),
+}
+#: the same for the vector routes
+VECTOR_VALUES = {"layer": (A_VECTOR, B_VECTOR)}
+#: the path parameters that name no layer, with a value
+OTHER_PATH_VALUES = {"z": "8", "x": "72", "y": "110", "lang": "en", "format": "webp"}
+
+
+@pytest.fixture(scope="module")
+def app(
+    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
+) -> Iterator[TestClient]:
+    """The API (no credentials unless a request sends some) with A and B configured."""
+    for rel in (A_RASTER, B_RASTER):
+        configure(settings, rdb, rel)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture
+def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs are recorded but their tasks never sent: no worker runs them, whatever the test."""
+    celery = app.app.state.services.jobs.celery  # type: ignore[attr-defined]
+    monkeypatch.setattr(celery, "send_task", lambda *args, **kwargs: None)
+
+
+def limited_key(app: TestClient, role: str) -> dict[str, str]:
+    """The header of a new key of ``role`` limited to A."""
+    body = {"name": "limited", "role": role, "layers": [MOSAIC_ID, A_VECTOR]}
+    r = app.post("/api-user/api-keys", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['key']}"}
+
+
+@pytest.fixture(scope="module")
+def reader(app: TestClient) -> dict[str, str]:
+    return limited_key(app, "reader")
+
+
+@pytest.fixture(scope="module")
+def operator(app: TestClient) -> dict[str, str]:
+    return limited_key(app, "operator")
+
+
+def assert_hidden(r: Any) -> None:
+    """A ``404`` that names nothing of B."""
+    assert r.status_code == 404, (r.request.url, r.status_code, r.text)
+    assert_error(r.json(), "not-found")
+    for name in B_NAMES:
+        assert name not in r.text, (r.request.url, name)
+
+
+# -- every route, every layer parameter --------------------------------------------------
+
+
+def layer_routes() -> list[Route]:
+    """The routes of each mount whose rule names layer parameters."""
+    routes = [route for route in ROUTES if isinstance(route, Route)]
+    return [route for route in routes if RULES[route.name].layers]
+
+
+def request_of(route: Route, mount: str, hidden: str | None) -> tuple[str, str, dict[str, str]]:
+    """Method, URL and query of a request of ``route`` whose layer parameters name A, but for
+    ``hidden``, which names B."""
+    values = VECTOR_VALUES if route.endpoint.__module__ == "api.routes.vector" else RASTER_VALUES
+    named = {name: values[name][1 if name == hidden else 0] for name in RULES[route.name].layers}
+    path = {name: named.get(name, OTHER_PATH_VALUES.get(name)) for name in route.param_convertors}
+    query = {name: value for name, value in named.items() if name not in path}
+    method = sorted((route.methods or set()) - {"HEAD"})[0]
+    return method, mount + str(route.url_path_for(route.name, **path)), query
+
+
+@pytest.mark.usefixtures("no_tasks")
+@pytest.mark.parametrize("mount", MOUNTS)
+@pytest.mark.parametrize("route", layer_routes(), ids=lambda route: route.name)
+def test_a_parameter_naming_a_hidden_layer_is_404(
+    app: TestClient,
+    reader: dict[str, str],
+    operator: dict[str, str],
+    route: Route,
+    mount: str,
+) -> None:
+    for hidden in RULES[route.name].layers:
+        method, url, query = request_of(route, mount, hidden)
+        for key in (reader, operator):  # 404 before a role too low: B does not exist here
+            r = app.request(method, url, params=query, headers=key)
+            assert_hidden(r)
+            assert r.json()["error"]["detail"]["parameter"] == hidden
+
+
+@pytest.mark.parametrize("mount", MOUNTS)
+@pytest.mark.parametrize("route", layer_routes(), ids=lambda route: route.name)
+def test_parameters_naming_the_granted_layer_pass_the_grant_check(
+    app: TestClient, reader: dict[str, str], route: Route, mount: str
+) -> None:
+    method, url, query = request_of(route, mount, None)
+    r = app.request(method, url, params=query, headers=reader)
+    # the reader gets what it may read; a route of operators refuses its role, not the layer
+    expected = (403,) if RULES[route.name].role == "operator" else (200, 204)
+    assert r.status_code in expected, (url, query, r.text[:300])
+
+
+def test_a_file_of_another_layer_is_404_to_anyone(app: TestClient) -> None:
+    """``gis-raster-info/<A>?file=<B's file>`` is refused to the admin too: a file belongs to
+    the layer named."""
+    url = f"/api-user/gis-raster-info/{MOSAIC_ID}"
+    assert app.get(url, params={"file": f"{A_RASTER}/rgb2.tif"}, headers=AUTH).status_code == 200
+    r = app.get(url, params={"file": B_RASTER}, headers=AUTH)
+    assert r.status_code == 404
+    assert assert_error(r.json(), "not-found")["detail"] == {
+        "parameter": "file",
+        "layer": MOSAIC_ID,
+    }
+
+
+def test_an_unknown_vector_layer_names_no_other(app: TestClient) -> None:
+    for headers in (AUTH, {}):
+        r = app.get("/api-user/gis-datasource/public.nope", headers=headers)
+        assert r.status_code in (401, 404)
+        for name in ("test_lines", "test_points", "countries"):
+            assert name not in r.text
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def jobs(app: TestClient, no_tasks: None) -> Iterator[dict[str, str]]:
+    """Jobs the admin started: a speed test of A, one of B, a probe (about no layer); their
+    tasks are never sent. All are cancelled at the end."""
+    started = {}
+    for name, url in (
+        ("A", f"/api-user/gis-speed-test?layer={MOSAIC_ID}&async=1"),
+        ("B", f"/api-user/gis-speed-test?layer={B_ID}&async=1"),
+        ("none", "/api-user/diag/probe?async=1"),
+    ):
+        r = app.get(url, headers=AUTH)
+        assert r.status_code == 202, r.text
+        started[name] = r.json()["id"]
+    yield started
+    for job_id in started.values():
+        app.delete(f"/api-user/jobs/{job_id}", headers=AUTH)
+
+
+def test_jobs_record_the_layer_they_touch(app: TestClient, jobs: dict[str, str]) -> None:
+    layers = {
+        name: app.get(f"/api-user/jobs/{job_id}", headers=AUTH).json()["layer"]
+        for name, job_id in jobs.items()
+    }
+    assert layers == {"A": MOSAIC_ID, "B": B_ID, "none": None}
+    listed = app.get("/api-user/jobs", params={"layer": B_ID}, headers=AUTH).json()["jobs"]
+    assert jobs["B"] in [job["id"] for job in listed]
+
+
+@pytest.mark.parametrize("mount", MOUNTS)
+def test_jobs_of_hidden_layers_do_not_exist_for_a_limited_key(
+    app: TestClient,
+    reader: dict[str, str],
+    operator: dict[str, str],
+    jobs: dict[str, str],
+    mount: str,
+) -> None:
+    for key in (reader, operator):
+        for hidden in (jobs["B"], jobs["none"]):
+            for method, path in (
+                ("GET", f"/jobs/{hidden}"),
+                ("GET", f"/jobs/{hidden}/events"),
+                ("DELETE", f"/jobs/{hidden}"),
+            ):
+                assert_hidden(app.request(method, mount + path, headers=key))
+        assert_hidden(app.get(f"{mount}/jobs", params={"layer": B_ID}, headers=key))
+        listed = app.get(f"{mount}/jobs", headers=key).json()["jobs"]
+        # the operator: the jobs of A (the admin's, its own); the reader: its own (none)
+        assert {job["layer"] for job in listed} <= ({MOSAIC_ID} if key is operator else set())
+        assert not any(name in str(listed) for name in B_NAMES)
+        # the stream of every job is for callers not limited to layers
+        r = app.get(f"{mount}/events", headers=key)
+        assert r.status_code == 403
+        assert_error(r.json(), "forbidden")
+    # the admin still sees and may cancel them
+    assert app.get(f"{mount}/jobs/{jobs['B']}", headers=AUTH).status_code == 200
+
+
+def test_jobs_of_the_granted_layer_are_an_operators(
+    app: TestClient, reader: dict[str, str], operator: dict[str, str], jobs: dict[str, str]
+) -> None:
+    mine = jobs["A"]
+    listed = app.get("/api/v1/jobs", params={"layer": MOSAIC_ID}, headers=operator).json()
+    assert mine in [job["id"] for job in listed["jobs"]]
+    assert mine in [job["id"] for job in app.get("/api/v1/jobs", headers=operator).json()["jobs"]]
+    assert app.get(f"/api-user/jobs/{mine}", headers=operator).json()["layer"] == MOSAIC_ID
+    assert_hidden(app.get(f"/api-user/jobs/{mine}", headers=reader))  # not its own
+    r = app.delete(f"/api-user/jobs/{mine}", headers=operator)
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "cancelled"
+    events = app.get(f"/api/v1/jobs/{mine}/events", headers=operator)
+    assert events.status_code == 200
+    assert "data: Finish:cancelled" in events.text
+
+
+@pytest.mark.usefixtures("no_tasks")
+def test_a_limited_operator_starts_jobs_on_its_layers_only(
+    app: TestClient, operator: dict[str, str]
+) -> None:
+    assert_hidden(app.get(f"/api-user/gis-speed-test?layer={B_ID}&async=1", headers=operator))
+    r = app.get(f"/api-user/gis-speed-test?layer={MOSAIC_ID}&async=1", headers=operator)
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["layer"] == MOSAIC_ID
+    assert app.delete(f"/api-user/jobs/{job['id']}", headers=operator).status_code == 200
+
+
+# -- no route can forget a layer parameter ----------------------------------------------
+
+#: parameters with the name of a layer parameter that name something else
+NOT_LAYERS = {
+    ("get_web_asset", "path"),  # a file of the web pages
+    ("get_geojson", "id"),  # feature ids
+    ("get_vtile", "id"),
+    *(
+        (f"{verb}_{collection}", "id")  # a user's, a key's, a client's
+        for collection in ("users", "api_keys", "oauth_clients")
+        for verb in ("get", "put", "delete")
+    ),
+}
+#: names a parameter naming a layer, a raster, a file, a folder or a style would have: those
+#: without a reader in LAYER_PARAMETERS must get one before a rule can name them
+LAYER_NAMES = set(LAYER_PARAMETERS) | {"raster", "rasters", "layers", "styles", "dir", "source"}
+
+
+def _is_params(node: ast.expr, bound: set[str]) -> bool:
+    """Whether ``node`` is ``request.query_params``/``path_params`` or a name bound to one."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("query_params", "path_params")
+    return isinstance(node, ast.Name) and node.id in bound
+
+
+def _strings(node: ast.expr) -> set[str]:
+    """The string constants ``node`` is, or holds as a tuple."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple):
+        return set().union(*(_strings(item) for item in node.elts))
+    return set()
+
+
+def parameters_read(func: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
+    """The names of the request parameters ``func`` reads (path or query): by subscript or
+    ``get`` on the request's parameters, by a helper given the request and the name
+    (``flag(request, "x")``), and in the functions of its module it hands the request to."""
+    module = sys.modules[func.__module__]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    bound = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _is_params(node.value, set())
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_params(node.value, bound):
+            names |= _strings(node.slice)
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        if isinstance(called, ast.Attribute) and called.attr in ("get", "getlist"):
+            if _is_params(called.value, bound) and node.args:
+                names |= _strings(node.args[0])
+        elif node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "request":
+            names |= set().union(*(_strings(arg) for arg in node.args[1:]))
+            helper = getattr(module, called.id, None) if isinstance(called, ast.Name) else None
+            if (
+                inspect.isfunction(helper)
+                and helper.__module__ == module.__name__
+                and helper.__name__ not in seen
+            ):
+                names |= parameters_read(helper, seen | {func.__name__})
+    return names
+
+
+def every_route() -> list[Route]:
+    """Every route of the app: each mount's, the root's, ``/metrics``."""
+    routes = [*ROUTES, *ROOT_ROUTES, *metrics.ROUTES]
+    return [route for route in routes if isinstance(route, Route)]
+
+
+def test_the_reader_of_parameters_sees_the_known_ones() -> None:
+    from api.routes import raster, vector
+
+    assert parameters_read(raster.get_raster_info) >= {"id", "file", "nocache"}
+    assert parameters_read(vector.get_geojson) >= {"layer", "id", "filter", "srid", "geom"}
+
+
+@pytest.mark.parametrize("route", every_route(), ids=lambda route: route.name)
+def test_every_parameter_naming_a_layer_is_in_its_rule(route: Route) -> None:
+    read = set(route.param_convertors) | parameters_read(route.endpoint)
+    naming = {name for name in read & LAYER_NAMES if (route.name, name) not in NOT_LAYERS}
+    assert naming == set(RULES[route.name].layers), route.name
