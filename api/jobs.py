@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import layer_of, principal_of
-from api.links import job_links
+from api.links import job_links, link
 from api.params import flag
 from shared import events
 from shared.auth.principal import Principal
@@ -278,7 +278,10 @@ class JobService:
                 break
         page = found[query.offset : query.offset + query.limit]
         more = len(found) > query.offset + query.limit
-        next_url = str(request.url.include_query_params(offset=query.offset + query.limit))
+        params = [(k, v) for k, v in request.query_params.multi_items() if k != "offset"]
+        next_url = link(
+            request, request.url.path, [*params, ("offset", str(query.offset + query.limit))]
+        )
         return {
             "jobs": page,
             "limit": query.limit,

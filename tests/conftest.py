@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from shared.demo import DEMO_DATA, load_countries
 from shared.settings import PROVIDER_DEFAULTS, Settings, env_values
 from tests.checks import ADMIN_KEY, AUTH
 from tests.providers import fakes
+from tests.services import poll, tail
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_SERVER = os.environ.get("MAPSVC_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
@@ -44,6 +47,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """The root logger as it was (the handlers ``configure_logging`` replaces)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers, root.level = handlers, level
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -51,17 +63,29 @@ def free_port() -> int:
         return port
 
 
+def make_database(name: str, *, postgis: bool = False) -> str:
+    """A new database ``name`` on the suite's server (dropped first if left over), empty or
+    with PostGIS; its SQLAlchemy URL."""
+    drop_database(name)
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    if postgis:
+        with psycopg.connect(f"{PG_SERVER}/{name}", autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION postgis")
+    return f"postgresql+psycopg://{PG_SERVER.split('://', 1)[1]}/{name}"
+
+
+def drop_database(name: str) -> None:
+    """Drop database ``name``, if there is one, whoever is connected to it."""
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """A throwaway database with PostGIS for the whole session."""
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}"')
-        conn.execute(f'CREATE DATABASE "{TEST_DB}"')
-    with psycopg.connect(f"{PG_SERVER}/{TEST_DB}", autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION postgis")
-    yield f"postgresql+psycopg://{PG_SERVER.split('://', 1)[1]}/{TEST_DB}"
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)')
+    yield make_database(TEST_DB, postgis=True)
+    drop_database(TEST_DB)
 
 
 @pytest.fixture(scope="session")
@@ -129,24 +153,125 @@ def worker(
     settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process (two pool processes) on every queue."""
-    log = tmp_path_factory.mktemp("worker") / "worker.log"
-    argv = [sys.executable, "-m", "api.cli", "worker", "-c", "2"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, env=settings_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-    with admin_client(create_app(settings)) as tc:
-        deadline = time.monotonic() + 60
-        while tc.get("/api-user/ready").status_code != 200:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"worker did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
-    yield proc
-    proc.terminate()
+    with worker_process(settings, tmp_path_factory.mktemp("worker") / "worker.log") as proc:
+        yield proc
+
+
+# -- processes of the service (``mapsvc …``) ----------------------------------------------
+
+
+def stop_process(
+    proc: subprocess.Popen[bytes], timeout: float = 30, signum: int = signal.SIGTERM
+) -> None:
+    """Send ``signum`` to ``proc`` and wait for it; kill it if it has not exited in ``timeout``
+    seconds (its exit status then says so: ``-SIGKILL``)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signum)
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def logged_process(
+    argv: list[str],
+    env: dict[str, str],
+    log: Path,
+    stop_timeout: float = 30,
+    stop_signal: int = signal.SIGTERM,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` run in the checkout with ``env``, its standard output and error written to
+    ``log``; stopped at the end (``stop_process``)."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        stop_process(proc, stop_timeout, stop_signal)
+
+
+def mapsvc_process(
+    settings: Settings,
+    *args: str,
+    log: Path,
+    stop_timeout: float = 30,
+    stop_signal: int = signal.SIGTERM,
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """``mapsvc *args`` (``python -m api.cli``) with ``settings`` as a ``logged_process``."""
+    argv = [sys.executable, "-m", "api.cli", *args]
+    return logged_process(argv, settings_env(settings), log, stop_timeout, stop_signal)
+
+
+def run_mapsvc(
+    settings: Settings,
+    *args: str,
+    stdin: str = "",
+    timeout: float = 120,
+    cwd: Path = ROOT,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``mapsvc *args`` with ``settings`` run to its end, its output captured as text; with
+    ``check``, it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        env=settings_env(settings),
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert not check or done.returncode == 0, done.stderr
+    return done
+
+
+def wait_for_output(
+    proc: subprocess.Popen[bytes], log: Path, text: str, timeout: float, step: float = 0.5
+) -> None:
+    """Wait until ``text`` is in ``log``, the output of ``proc``; fail with the log's end when
+    ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        assert proc.poll() is None, f"exited ({proc.returncode}):\n{tail(log, 3000)}"
+        assert time.monotonic() < deadline, f"no {text!r} in {timeout} s:\n{tail(log, 3000)}"
+        time.sleep(step)
+
+
+@contextmanager
+def serve_process(settings: Settings, log: Path, timeout: float = 60) -> Iterator[str]:
+    """``mapsvc serve`` with ``settings`` (its output in ``log``), once ``/api-user/health``
+    answers; its base URL. Stopped at the end."""
+    base = f"http://127.0.0.1:{settings.port}"
+    with mapsvc_process(settings, "serve", log=log) as proc:
+
+        def answers() -> bool:
+            assert proc.poll() is None, f"mapsvc serve exited:\n{tail(log, 3000)}"
+            try:
+                return httpx.get(f"{base}/api-user/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        poll(answers, timeout, "mapsvc serve answering", step=0.2)
+        yield base
+
+
+@contextmanager
+def worker_process(
+    settings: Settings, log: Path, concurrency: int = 2, timeout: float = 60
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``mapsvc worker -c concurrency`` with ``settings`` (its output in ``log``), once the API's
+    ``/ready`` answers 200 (it counts the worker); stopped at the end."""
+    with mapsvc_process(settings, "worker", "-c", str(concurrency), log=log) as proc:
+        with admin_client(create_app(settings)) as tc:
+            deadline = time.monotonic() + timeout
+            while tc.get("/api-user/ready").status_code != 200:
+                assert proc.poll() is None, f"the worker exited:\n{tail(log, 3000)}"
+                assert time.monotonic() < deadline, f"no worker ready:\n{tail(log, 3000)}"
+                time.sleep(0.3)
+        yield proc
 
 
 @pytest.fixture

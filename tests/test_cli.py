@@ -6,7 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,27 +17,16 @@ from pydantic import SecretStr
 from shared.demo import DEMO_DATA
 from shared.settings import Settings
 from tests.checks import AUTH, PYPROJECT_VERSION
-from tests.conftest import ROOT, UP_REDIS_URL, free_port, settings_env
+from tests.conftest import UP_REDIS_URL, free_port, mapsvc_process, run_mapsvc, wait_for_output
 from tests.convert.pdfs import make_pdf
 
 #: the login and password Flower is started with (``MAPSVC_FLOWER_BASIC_AUTH``)
 FLOWER_LOGIN = ("flower", "test-flower-password")
 
 
-def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
-        env=settings_env(settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_demo_data_copies_rasters_and_loads_countries(settings: Settings, tmp_path: Path) -> None:
     mine = settings.model_copy(update={"work_dir": tmp_path / "work"})
-    first = run_cli(mine, "demo-data")
+    first = run_mapsvc(mine, "demo-data")
     assert first.returncode == 0, first.stderr
     raster = tmp_path / "work" / "map" / "raster"
     sources = sorted(
@@ -58,7 +46,7 @@ def test_demo_data_copies_rasters_and_loads_countries(settings: Settings, tmp_pa
             " FROM countries WHERE name = 'Germany'"
         ).fetchone()
     assert row == ("DEU", "Europe", "MULTIPOLYGON", 4326, True)
-    again = run_cli(mine, "demo-data")
+    again = run_mapsvc(mine, "demo-data")
     assert again.returncode == 0
     assert "rasters: 0 copied" in again.stdout
     assert "177 rows" in again.stdout
@@ -71,7 +59,7 @@ def test_demo_data_without_database_still_copies(settings: Settings, tmp_path: P
             "database_url": "postgresql+psycopg://postgres@127.0.0.1:1/none",
         }
     )
-    result = run_cli(mine, "demo-data")
+    result = run_mapsvc(mine, "demo-data")
     assert result.returncode == 0
     assert "PostgreSQL not reachable, skipped" in result.stderr
     assert (tmp_path / "work" / "map" / "raster" / "single" / "shade.tif").is_file()
@@ -85,19 +73,19 @@ def test_demo_data_reads_the_folder_it_is_given(settings: Settings, tmp_path: Pa
     )
     shutil.copytree(DEMO_DATA / "vector", data / "vector")
     mine = settings.model_copy(update={"work_dir": tmp_path / "work", "demo_data_dir": data})
-    result = run_cli(mine, "demo-data")
+    result = run_mapsvc(mine, "demo-data")
     assert result.returncode == 0, result.stderr
     raster = tmp_path / "work" / "map" / "raster"
     assert [p.relative_to(raster) for p in raster.rglob("*.tif")] == [Path("mine", "a.tif")]
     # --data-dir wins over the setting
-    missing = run_cli(mine, "demo-data", "--data-dir", str(tmp_path / "none"))
+    missing = run_mapsvc(mine, "demo-data", "--data-dir", str(tmp_path / "none"))
     assert missing.returncode == 2
     assert f"no demo data at {tmp_path / 'none'}" in missing.stderr
 
 
 def test_a_command_does_not_print_alembic_s_notes(settings: Settings, tmp_path: Path) -> None:
     mine = settings.model_copy(update={"work_dir": tmp_path / "work"})
-    result = run_cli(mine, "migrate")  # checks the auth tables, as every auth command does
+    result = run_mapsvc(mine, "migrate")  # checks the auth tables, as every auth command does
     assert result.returncode == 0, result.stderr
     assert result.stdout == "auth tables are up to date\n"
     assert result.stderr == ""
@@ -119,21 +107,8 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
     )
     redis.Redis.from_url(mine.redis_url).flushdb()
     log = tmp_path / "up.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "up"],
-            env=settings_env(mine),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while "mapsvc is up" not in log.read_text():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+    with mapsvc_process(mine, "up", log=log, stop_timeout=60, stop_signal=signal.SIGINT) as proc:
+        wait_for_output(proc, log, "mapsvc is up", 120)
         base = f"http://127.0.0.1:{mine.port}"
         assert f"{base}/api-user/ready" in log.read_text()
         # the viewer's URL; its page and MapLibre come through the front (the build: make web)
@@ -164,9 +139,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         )
         assert merged.status_code == 200, merged.text
         assert merged.headers["x-page-count"] == "2"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+    assert proc.returncode == 0  # it stopped on SIGINT, and cleanly
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{mine.port}/api-user/health", headers=AUTH, timeout=2)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,23 +17,14 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from shared.auth.tokens import flower_basic_auth
 from shared.settings import Settings
-from tests.conftest import ROOT, free_port, settings_env
+from tests.conftest import free_port, mapsvc_process, run_mapsvc
 
 PASSWORD = "a long enough password"
 
 
 def mapsvc(settings: Settings, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
-        env=settings_env(settings),
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
+    """``mapsvc *args``, which must succeed."""
+    return run_mapsvc(settings, *args, stdin=stdin, check=True)
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +90,10 @@ def test_clients_from_the_command_line(settings: Settings, anon: TestClient) -> 
     assert bad.json()["error"] == "invalid_client"
 
 
-def test_flower_asks_for_a_login(settings: Settings) -> None:
+def test_flower_asks_for_a_login(settings: Settings, tmp_path: Path) -> None:
     port = free_port()
-    env = {**settings_env(settings), "MAPSVC_FLOWER_PORT": str(port)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "flower"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    mine = settings.model_copy(update={"flower_port": port})
+    with mapsvc_process(mine, "flower", log=tmp_path / "flower.log", stop_timeout=20):
         deadline, anonymous = time.monotonic() + 30, None
         while anonymous is None:
             try:
@@ -121,6 +105,3 @@ def test_flower_asks_for_a_login(settings: Settings) -> None:
         login, _, password = flower_basic_auth(settings).partition(":")
         assert httpx.get(f"http://127.0.0.1:{port}/", auth=(login, "wrong")).status_code == 401
         assert httpx.get(f"http://127.0.0.1:{port}/", auth=(login, password)).status_code == 200
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)

@@ -38,7 +38,7 @@ from api.front import front_argv, write_front_config
 from shared.auth.migrate import upgrade
 from shared.demo import DEMO_DATA, load_countries
 from shared.settings import Settings, env_values
-from tests.conftest import PG_SERVER, free_port, settings_env
+from tests.conftest import PG_SERVER, free_port, run_mapsvc
 from tests.s3 import keys, moto_thread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -403,10 +403,7 @@ def test_demo_data_goes_into_the_raster_bucket(tmp_path: Path) -> None:
             s3_access_key_id="testing",
             s3_secret_access_key="testing",
         )
-        argv = [sys.executable, "-m", "api.cli", "demo-data"]
-        env = settings_env(settings)
-        first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-        assert first.returncode == 0, first.stderr
+        first = run_mapsvc(settings, "demo-data", check=True)
         sources = {
             path.relative_to(DEMO_DATA / "raster").as_posix()
             for path in (DEMO_DATA / "raster").rglob("*")
@@ -414,8 +411,7 @@ def test_demo_data_goes_into_the_raster_bucket(tmp_path: Path) -> None:
         }
         assert keys(url, "mapsvc-rasters") == sources
         assert f"rasters: {len(sources)} copied into s3://mapsvc-rasters/" in first.stdout
-        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-        assert again.returncode == 0, again.stderr
+        again = run_mapsvc(settings, "demo-data", check=True)
         assert "rasters: 0 copied" in again.stdout
         assert not (tmp_path / "work" / "map" / "raster" / "single").exists()
 

@@ -35,19 +35,26 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 
 from shared.errors import MapsvcError
 from shared.settings import Settings
-from tests.conftest import PG_SERVER, ROOT, UP_REDIS_URL, free_port, settings_env
+from tests.conftest import (
+    ROOT,
+    UP_REDIS_URL,
+    drop_database,
+    free_port,
+    make_database,
+    mapsvc_process,
+    run_mapsvc,
+    wait_for_output,
+)
 from tests.convert.pdfs import make_pdf
 from tests.docs_curl import DOCS_SERVER
 
@@ -162,27 +169,6 @@ class Up:
     key: str
 
 
-def _fresh_database(name: str) -> str:
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    with psycopg.connect(f"{PG_SERVER}/{name}", autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION postgis")
-    return f"postgresql+psycopg://{PG_SERVER.split('://', 1)[1]}/{name}"
-
-
-def _cli(settings: Settings, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
-        env=settings_env(settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-
-
 def _startup_text(log: str, settings: Settings) -> str:
     """The startup text in ``log``, with the ports and work dir the docs show (the defaults)."""
     text = log[log.index(_UP_FIRST) :]
@@ -206,7 +192,7 @@ def up(psettings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     mine = psettings.model_copy(
         update={
             "work_dir": tmp / "work",
-            "database_url": _fresh_database(database),
+            "database_url": make_database(database, postgis=True),
             "redis_url": UP_REDIS_URL,  # a db of its own: /ready counts only its worker
             "port": free_port(),
             "backend_port": free_port(),
@@ -218,45 +204,30 @@ def up(psettings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         }
     )
     redis.Redis.from_url(mine.redis_url).flushdb()
-    _cli(mine, "demo-data")
     log = tmp / "up.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "up"],
-            env=settings_env(mine),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        deadline = time.monotonic() + 180
-        while _UP_LAST not in log.read_text():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        reader = tmp / "reader"  # as the checkout: its deploy/ and the work dir
-        reader.mkdir()
-        (reader / "work").symlink_to(mine.work_dir)
-        (reader / "deploy").symlink_to(ROOT / "deploy")
-        (mine.work_dir / "docs").mkdir()
-        for name, page in (("a.pdf", "a"), ("b.pdf", "b")):  # docs/convert.md's files
-            pdf = make_pdf([(200, 200, page)])
-            (reader / name).write_bytes(pdf)
-            (mine.work_dir / "docs" / name).write_bytes(pdf)
-        yield Up(
-            base=f"http://127.0.0.1:{mine.port}",
-            startup=_startup_text(log.read_text(), mine),
-            reader=reader,
-            key=(mine.work_dir / "auth" / "admin-key").read_text().strip(),
-        )
+        run_mapsvc(mine, "demo-data", timeout=300, check=True)
+        with mapsvc_process(
+            mine, "up", log=log, stop_timeout=60, stop_signal=signal.SIGINT
+        ) as proc:
+            wait_for_output(proc, log, _UP_LAST, 180)
+            reader = tmp / "reader"  # as the checkout: its deploy/ and the work dir
+            reader.mkdir()
+            (reader / "work").symlink_to(mine.work_dir)
+            (reader / "deploy").symlink_to(ROOT / "deploy")
+            (mine.work_dir / "docs").mkdir()
+            for name, page in (("a.pdf", "a"), ("b.pdf", "b")):  # docs/convert.md's files
+                pdf = make_pdf([(200, 200, page)])
+                (reader / name).write_bytes(pdf)
+                (mine.work_dir / "docs" / name).write_bytes(pdf)
+            yield Up(
+                base=f"http://127.0.0.1:{mine.port}",
+                startup=_startup_text(log.read_text(), mine),
+                reader=reader,
+                key=(mine.work_dir / "auth" / "admin-key").read_text().strip(),
+            )
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        drop_database(database)
 
 
 # -- checks -----------------------------------------------------------------------------

@@ -46,11 +46,12 @@ async def get_raster_list(request: Request) -> JSONResponse:
 
 
 async def get_raster_config(request: Request) -> Response:
-    """Configure the raster at ``path`` as a layer, drawn with ``resampling``: a job (spec 4.4,
-    2.2)."""
+    """Configure the raster at ``path`` as a layer, drawn with ``resampling`` (absent: as it was
+    configured last, else bilinear): a job (spec 4.4, 2.2)."""
     svc = services(request)
     settings = svc.settings
-    resampling = parse_resampling(request.query_params.get("resampling"))
+    asked = request.query_params.get("resampling")
+    resampling = parse_resampling(asked).value if asked else None
     refresh = flag(request, "nocache")
     where = await run_in_threadpool(
         locate_layer, settings.work_dir, request.path_params["path"], rasters=svc.rasters
@@ -60,7 +61,7 @@ async def get_raster_config(request: Request) -> Response:
         "lang": settings.default_lang,
         "url_prefix": api_prefix(request),
         "refresh": refresh,
-        "resampling": resampling.value,
+        "resampling": resampling,
     }
     jobs = svc.jobs
     return await jobs.reply(request, "raster-config", "raster.configure", params, dedup=True)

@@ -167,7 +167,7 @@ def configure_layer(
     url_prefix: str,
     refresh: bool,
     stores: Sequence[TileStore] | None = None,
-    resampling: LayerResampling = DEFAULT_RESAMPLING,
+    resampling: LayerResampling | None = None,
     overviews: bool = True,
     rasters: RasterStore | None = None,
 ) -> dict[str, Any]:
@@ -184,7 +184,8 @@ def configure_layer(
         stores: the tile caches that drop the layer's tiles when its configuration changes
             (default: the file cache under ``<workDir>/map/rtile``).
         resampling: how the layer is drawn, and its previews and overviews computed; a
-            configuration made with another is rebuilt.
+            configuration made with another is rebuilt. None: as the layer's configuration has
+            it (a layer not configured yet: bilinear).
         overviews: build overviews for a source without any (False: draw it as configurations
             did before overviews, for comparisons).
         rasters: where the sources are (default: the folder ``<workDir>/map/raster``).
@@ -211,7 +212,7 @@ def configure_layer(
         raise UnprocessableError(f"{broken[0]['name']}: {broken[0]['err']}", file=broken[0]["name"])
     report.line(f"Raster file check: {len(files)} file(s) readable", progress=0.1)
 
-    choices = _Choices(resampling, overviews)
+    choices = _Choices(resampling or _kept_resampling(where.derived_dir), overviews)
     manifest = _manifest(files, choices)
     with _layer_lock(where.derived_dir):
         current = None if refresh else _current_build(where.derived_dir, manifest)
@@ -260,6 +261,14 @@ def _layer_lock(derived_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _kept_resampling(derived_dir: Path) -> LayerResampling:
+    """The resampling of the layer's configuration (the default for a layer without one)."""
+    path = derived_dir / _MANIFEST
+    kept = json.loads(path.read_text()).get("resampling") if path.is_file() else None
+    known = {method.value for method in LayerResampling}
+    return LayerResampling(kept) if kept in known else DEFAULT_RESAMPLING
 
 
 def _current_build(derived_dir: Path, manifest: dict[str, Any]) -> Path | None:

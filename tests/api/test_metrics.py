@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared import metrics
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
-from tests.conftest import ROOT, free_port, settings_env
+from tests.conftest import ROOT, free_port, serve_process
 from tests.layers import RGB_ID, tile_url
 from tests.providers import fakes
 
@@ -40,34 +39,10 @@ def api(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """``mapsvc serve`` with two API processes, providers at their fakes; its base URL."""
-    port = free_port()
-    env = settings_env(psettings) | {"MAPSVC_PORT": str(port), "MAPSVC_API_WORKERS": "2"}
+    mine = psettings.model_copy(update={"port": free_port(), "api_workers": 2})
     log = tmp_path_factory.mktemp("metrics") / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve"],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/api-user/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"mapsvc serve did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serve_process(mine, log) as base:
+        yield base
 
 
 def scrape(base: str) -> Samples:

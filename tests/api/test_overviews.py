@@ -205,6 +205,12 @@ def test_nearest_draws_only_source_colours_and_bilinear_blends_them(
     assert nearest <= source
     first_build = build_of(settings, PIXELS)
 
+    kept = configured(client, rdb, PIXELS, "")  # no resampling asked: the layer keeps its own
+    assert "Preview: pixels.tif (up to date)" in kept
+    assert "Raster scaling: nearest; source at every zoom (small raster)" in kept
+    assert build_of(settings, PIXELS) == first_build
+    assert scaling(settings, PIXELS) == "near"
+
     lines = configured(client, rdb, PIXELS, "?resampling=bilinear")
     assert not any("(up to date)" in line for line in lines)  # another resampling: rebuilt
     assert build_of(settings, PIXELS) != first_build

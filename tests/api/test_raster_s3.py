@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +28,10 @@ from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import assert_error
 from tests.conftest import (
-    ROOT,
     UP_REDIS_URL,
     admin_client,
     free_port,
-    settings_env,
+    worker_process,
 )
 from tests.jobs import job_lines
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, decode, stored_tiles, tile_url
@@ -116,25 +112,8 @@ def s3_worker(
     """A real Celery worker whose raster store is the bucket; yields its log file."""
     redis.Redis.from_url(s3_settings.redis_url).flushdb()
     log = tmp_path_factory.mktemp("s3worker") / "worker.log"
-    argv = [sys.executable, "-m", "api.cli", "worker", "-c", "2"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, env=settings_env(s3_settings), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-    try:
-        with admin_client(create_app(s3_settings)) as tc:
-            deadline = time.monotonic() + 60
-            while tc.get("/api-user/ready").status_code != 200:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"worker did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.3)
+    with worker_process(s3_settings, log):
         yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")

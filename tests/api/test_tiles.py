@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +20,7 @@ from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.png import transparent_png
 from tests.checks import assert_error
-from tests.conftest import ROOT, admin_client, settings_env
+from tests.conftest import ROOT, admin_client, run_mapsvc
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, reference, tile_url
 
 
@@ -163,15 +161,7 @@ def test_debug_gives_bbound_and_a_command_that_renders_the_same_png(
     assert body["bbound"] == pytest.approx(list(expected), abs=0.01)
     argv = body["cmd"].split()
     assert argv[:2] == ["mapsvc", "render-tile"]
-    done = subprocess.run(
-        [sys.executable, "-m", "api.cli", *argv[1:]],
-        cwd=tmp_path,
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    run_mapsvc(settings, *argv[1:], cwd=tmp_path, check=True)
     written = (tmp_path / argv[-1]).read_bytes()
     assert written == tc.get(tile_url(RGB_ID, z, x, y, "?nocache=1")).content
     assert (ROOT / "api" / "cli.py").is_file()

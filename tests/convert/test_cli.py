@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,7 +10,7 @@ import pytest
 
 from shared.convert.client import ConvertClient, PdfFile
 from shared.settings import Settings
-from tests.conftest import ROOT, free_port, settings_env
+from tests.conftest import free_port, mapsvc_process
 from tests.convert.pdfs import make_pdf, pages_of
 
 
@@ -22,17 +19,8 @@ async def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> Non
     settings = Settings(work_dir=tmp_path, convert_port=1, _env_file=None)  # type: ignore[call-arg]
     port = free_port()  # the argument wins over MAPSVC_CONVERT_PORT
     log = tmp_path / "convert.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "convert-server", str(port)],
-            env=settings_env(settings),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     pdf = make_pdf([(120, 80, "one")])
-
-    try:
+    with mapsvc_process(settings, "convert-server", str(port), log=log, stop_timeout=15) as proc:
         deadline = time.monotonic() + 20
         async with ConvertClient(f"127.0.0.1:{port}", timeout_s=5) as client:
             while "listening" not in log.read_text():
@@ -42,7 +30,5 @@ async def test_convert_server_serves_and_stops_on_sigterm(tmp_path: Path) -> Non
             result = await client.pdf_merge([PdfFile(data=pdf), PdfFile(data=pdf)])
         assert pages_of(result.pdf) == [(120, 80, "one")] * 2
         assert f"listening on 127.0.0.1:{port}" in log.read_text()  # loopback by default
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0, log.read_text()
+    assert proc.returncode == 0, log.read_text()  # it stopped on SIGTERM, and cleanly
     assert "convert server stopped" in log.read_text()

@@ -24,7 +24,7 @@ def test_compose_redis_has_aof_in_a_volume() -> None:
 
 def test_services_sh_starts_redis_with_aof() -> None:
     script = (ROOT / "deploy" / "services.sh").read_text()
-    start = re.search(r"redis-server --daemonize yes(?:[^\n]*\\\n)*[^\n]*", script)
+    start = re.search(r"redis-server (?:- )?--daemonize yes(?:[^\n]*\\\n)*[^\n]*", script)
     assert start is not None
     assert "--appendonly yes --appendfsync everysec" in start[0]
     assert "--dir /var/lib/redis" in start[0]

@@ -203,7 +203,7 @@ def test_two_concurrent_requests_start_one_run(
     # the chunks already queued have drained, each counted as cancelled at once (a few seconds;
     # more on a loaded machine); a new request takes a lock of an ended job over anyway (the
     # next test)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while rdb.exists(f"mapsvc:pretile-lock:{scene}"):
         assert time.monotonic() < deadline, "the lock outlived its cancelled run"
         time.sleep(0.1)

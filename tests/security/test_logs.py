@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,17 +22,8 @@ from api import cli
 from shared.logs import SECRET_PARAMETERS, LogFormat, configure_logging, redact
 from shared.settings import Settings
 from tests.checks import AUTH
-from tests.conftest import ROOT, free_port, settings_env
+from tests.conftest import free_port, logged_process, serve_process, settings_env
 from tests.services import poll, tail
-
-
-@pytest.fixture
-def restored() -> Iterator[None]:
-    """The root logger as it was (the handlers configure_logging replaces)."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers, root.level = handlers, level
 
 
 def marker() -> str:
@@ -91,32 +79,8 @@ def api_process(settings: Settings, tmp_path: Path) -> Iterator[tuple[str, Path,
     work = tmp_path / "work"
     mine = settings.model_copy(update={"work_dir": work, "port": free_port()})
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve"],
-            env=settings_env(mine),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{mine.port}"
-
-    def answers() -> bool:
-        assert proc.poll() is None, tail(log)
-        try:
-            return httpx.get(f"{base}/api-user/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        poll(answers, 60, "mapsvc serve answering", step=0.2)
+    with serve_process(mine, log) as base:
         yield base, log, work
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_no_credential_in_a_query_reaches_a_log(api_process: tuple[str, Path, Path]) -> None:
@@ -158,31 +122,21 @@ def test_flowers_password_is_not_on_its_command_line(settings: Settings, tmp_pat
     assert env["FLOWER_BASIC_AUTH"] == ":".join(login)
     # Flower started so takes the password from its environment
     log = tmp_path / "flower.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, env=settings_env(mine) | {"FLOWER_BASIC_AUTH": env["FLOWER_BASIC_AUTH"]},
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     url = f"http://127.0.0.1:{mine.flower_port}/"
+    flower_env = settings_env(mine) | {"FLOWER_BASIC_AUTH": env["FLOWER_BASIC_AUTH"]}
+    with logged_process(argv, flower_env, log, stop_timeout=20) as proc:
 
-    def answers() -> bool:
-        assert proc.poll() is None, tail(log)
-        try:
-            return httpx.get(url, timeout=2).status_code == 401
-        except httpx.HTTPError:
-            return False
+        def answers() -> bool:
+            assert proc.poll() is None, tail(log)
+            try:
+                return httpx.get(url, timeout=2).status_code == 401
+            except httpx.HTTPError:
+                return False
 
-    try:
         poll(answers, 60, "Flower answering", step=0.2)
         assert httpx.get(url, auth=login, timeout=10).status_code == 200
         assert httpx.get(url, auth=(login[0], "wrong"), timeout=10).status_code == 401
         command_line = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode(errors="replace")
         assert "flower" in command_line
         assert login[1] not in command_line
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     assert login[1] not in log.read_text(errors="replace")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from api.authn import GENERATION_KEY, _seal
 from shared.auth.hashing import digest
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
-from tests.conftest import ROOT, admin_client, settings_env
+from tests.conftest import ROOT, app_client, worker_process
 from tests.services import poll, spare_port, tail
 
 USERS = "/api-user/users"
@@ -147,38 +146,21 @@ def test_the_service_runs_against_a_redis_with_a_password(
         redis.Redis(port=port, socket_timeout=2).set("x", "1")  # no password: refused
     mine = settings.model_copy(update={"redis_url": f"redis://:{password}@127.0.0.1:{port}/0"})
     log = tmp_path / "worker.log"
-    with log.open("wb") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "worker", "-c", "1"],
-            env=settings_env(mine),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        with admin_client(create_app(mine), raise_server_exceptions=False) as client:
-
-            def ready() -> bool:
-                assert worker.poll() is None, tail(log)
-                return client.get("/api-user/ready").status_code == 200
-
-            poll(ready, 90, "ready with the worker (Redis, the broker)", step=0.5)
-            # a job through the broker, its record, events and result
-            probe = client.get("/api-user/diag/probe?steps=2&delay_ms=10")
-            assert probe.status_code == 200, probe.text
-            assert probe.json()["steps"] == 2
-            # a key looked up and kept in this Redis
-            key = new_key(client, "reader")
-            assert client.get("/api-user/jobs", headers=bearer(key)).status_code == 200
-            kept = redis.Redis(port=port, password=password, decode_responses=True)
-            assert kept.keys("mapsvc:auth:key:*")
-            kept.close()
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+    # ready: the worker reached Redis, the broker
+    with (
+        worker_process(mine, log, concurrency=1, timeout=90),
+        app_client(mine) as client,
+    ):
+        # a job through the broker, its record, events and result
+        probe = client.get("/api-user/diag/probe?steps=2&delay_ms=10")
+        assert probe.status_code == 200, probe.text
+        assert probe.json()["steps"] == 2
+        # a key looked up and kept in this Redis
+        key = new_key(client, "reader")
+        assert client.get("/api-user/jobs", headers=bearer(key)).status_code == 200
+        kept = redis.Redis(port=port, password=password, decode_responses=True)
+        assert kept.keys("mapsvc:auth:key:*")
+        kept.close()
     assert password not in log.read_text(errors="replace")  # Celery's banner masks it
 
 

@@ -10,21 +10,9 @@ import pty
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-
-import pytest
 
 from shared.logs import JOB_ID, REQUEST_ID, configure_logging
 from tests.conftest import ROOT
-
-
-@pytest.fixture
-def restored() -> Iterator[None]:
-    """The root logger as it was (the handlers configure_logging replaces)."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers, root.level = handlers, level
 
 
 def test_json_lines_carry_the_ids_of_their_context(restored: None) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +9,7 @@ import redis
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.conftest import ROOT, UP_REDIS_URL, admin_client, settings_env
+from tests.conftest import UP_REDIS_URL, admin_client, worker_process
 from tests.jobs import wait_state
 
 pytestmark = [pytest.mark.worker]
@@ -22,19 +19,8 @@ def test_a_worker_process_is_replaced_after_its_tasks(settings: Settings, tmp_pa
     # a Redis db of its own: no other worker takes these jobs
     mine = settings.model_copy(update={"redis_url": UP_REDIS_URL, "worker_max_tasks_per_child": 1})
     redis.Redis.from_url(mine.redis_url).flushdb()
-    log = tmp_path / "worker.log"
-    argv = [sys.executable, "-m", "api.cli", "worker", "-c", "1"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, env=settings_env(mine), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-    try:
+    with worker_process(mine, tmp_path / "worker.log", concurrency=1) as proc:
         with admin_client(create_app(mine)) as tc:
-            deadline = time.monotonic() + 60
-            while tc.get("/api-user/ready").status_code != 200:
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, "the worker did not start"
-                time.sleep(0.3)
             runners = []
             for _ in range(3):
                 job_id = tc.get("/api-user/diag/probe?steps=1&delay_ms=1&async=1").json()["id"]
@@ -44,6 +30,3 @@ def test_a_worker_process_is_replaced_after_its_tasks(settings: Settings, tmp_pa
         # one process at a time, each replaced after its one task: three processes
         assert len(set(runners)) == 3, runners
         assert proc.poll() is None
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -9,7 +9,7 @@ from typing import Any
 from shared.jobs import JobReporter
 from shared.raster.compress import compress_layer
 from shared.raster.layer import configure_layer
-from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
+from shared.raster.resampling import LayerResampling
 from shared.raster.store import RasterStore, raster_store, set_gdal_environment
 from shared.tiles.stores import tile_stores
 from workers._job import JobTask
@@ -33,10 +33,10 @@ def configure(
     lang: str,
     url_prefix: str,
     refresh: bool,
-    resampling: str = DEFAULT_RESAMPLING.value,
+    resampling: str | None = None,
 ) -> dict[str, Any]:
-    """Build the map configuration of a raster layer (spec 4.4), drawn with ``resampling``; its
-    tiles under ``url_prefix``. (A job sent before the choice existed has no ``resampling``.)"""
+    """Build the map configuration of a raster layer (spec 4.4), drawn with ``resampling`` (None:
+    as it was configured last); its tiles under ``url_prefix``."""
     with tile_stores(settings) as stores:  # a rebuilt layer's tiles are dropped from each
         return configure_layer(
             settings.work_dir,
@@ -46,7 +46,7 @@ def configure(
             url_prefix=url_prefix,
             refresh=refresh,
             stores=stores.all(),
-            resampling=LayerResampling(resampling),
+            resampling=LayerResampling(resampling) if resampling else None,
             rasters=_rasters(),
         )
 

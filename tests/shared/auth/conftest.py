@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from argon2 import PasswordHasher
 from sqlalchemy import Engine, create_engine, text
@@ -13,23 +12,10 @@ from sqlalchemy import Engine, create_engine, text
 from shared.auth import hashing
 from shared.auth.migrate import upgrade
 from shared.auth.schema import metadata
+from tests.conftest import drop_database, make_database
 
-PG_SERVER = os.environ.get("MAPSVC_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 #: the hasher production uses, before the tests swap in a fast one
 PRODUCTION_HASHER = hashing._hasher
-
-
-def make_database(name: str) -> str:
-    """A new, empty database ``name`` (dropped first if left over); its SQLAlchemy URL."""
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"postgresql+psycopg://{PG_SERVER.split('://', 1)[1]}/{name}"
-
-
-def drop_database(name: str) -> None:
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from shared.auth.migrate import upgrade
 from shared.auth.schema import SCHEMA, metadata
-from tests.shared.auth.conftest import drop_database, make_database
+from tests.conftest import drop_database, make_database
 
 
 def _auth_tables(engine: Engine) -> list[str]:
