@@ -193,7 +193,11 @@ def _access(settings: Settings) -> str:
             proxy_cache_key "$front_style|$http_authorization|$raw_query";
             proxy_cache_valid 204 {ttl}s;
             proxy_cache_lock on;
-            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;"""
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
+            # the kept yes stays open between requests: no open and close of its file on every
+            # tile (a tenth of a keyed tile's cost, docs/benchmarks.md). nginx still reads its
+            # expiry from the file each time, and reopens it once replaced (its inode changed)
+            open_file_cache max=1000 inactive=20s;"""
         if ttl
         else ""
     )
