@@ -1,11 +1,10 @@
-"""Authorisation: what each route needs, in one table (docs/auth.md "Roles and public layers").
+"""Authorisation: what a route needs (docs/auth.md "Roles and public layers").
 
-Every route of :data:`api.routes.ROUTES` has a :class:`Rule` in :data:`RULES` (a route without
-one is refused when the app is built). A rule names the least role, every parameter of the
-route that names a layer (by name: path or query, each value checked), and whether anonymous
-callers may read public layers there. The order of refusals keeps the existence of layers
-private: no credentials ``401``; a layer the principal may not see ``404``; a role too low
-``403``. How each parameter names its layer is in :data:`LAYER_PARAMETERS`.
+Every endpoint declares its :class:`Rule` (``api.endpoint.Endpoint.rule``): the least role,
+every parameter of the route that names a layer (by name: path or query, each value checked),
+and whether anonymous callers may read public layers there. The order of refusals keeps the
+existence of layers private: no credentials ``401``; a layer the principal may not see ``404``;
+a role too low ``403``. How each parameter names its layer is in :data:`LAYER_PARAMETERS`.
 """
 
 from __future__ import annotations
@@ -14,11 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.services import settings_of
 from shared.auth.principal import ANONYMOUS, Principal, Role
 from shared.errors import ForbiddenError, InvalidInputError, NotFoundError, UnauthorizedError
 from shared.raster.paths import decode_id, encode_id, file_of_layer, normalise_path
@@ -28,10 +25,8 @@ __all__ = [
     "LAYER_KEY",
     "LAYER_PARAMETERS",
     "PRINCIPAL_KEY",
-    "RULES",
     "Rule",
     "Sight",
-    "guarded",
     "is_public",
     "layer_of",
     "principal_of",
@@ -71,7 +66,7 @@ class Sight:
     @classmethod
     def of(cls, request: Request, *, public: bool = True) -> Sight:
         """What the request's principal sees: its layers, and with ``public`` the public ones."""
-        layers, shown = principal_of(request).layers, request.app.state.settings.auth.public_layers
+        layers, shown = principal_of(request).layers, settings_of(request).auth.public_layers
         if layers is None or (public and "*" in shown):
             return cls(None)
         return cls(layers | frozenset(shown) if public else layers)
@@ -209,7 +204,9 @@ class Rule:
         if needs_credentials and not self.public:
             raise _credentials_needed()
         try:
-            layer = self._named(request, Sight.of(request, public=self.public))
+            layer = (
+                self._named(request, Sight.of(request, public=self.public)) if self.layers else None
+            )
         except NotFoundError:
             if needs_credentials:  # not a public layer: credentials might show it
                 raise _credentials_needed() from None
@@ -244,114 +241,3 @@ class Rule:
                     exc.detail.setdefault("parameter", name)
                     raise
         return next((layer for layer in named if layer is not None), None)
-
-
-def _read(param: str) -> Rule:
-    """Reading the layer named by parameter ``param``: public layers need no credentials."""
-    return Rule("reader", layers=(param,), public=True)
-
-
-#: the rule of every route, by route name
-RULES: dict[str, Rule] = {
-    # open to anyone
-    "get_health": Rule(None),
-    "get_ready": Rule(None),
-    "get_openapi": Rule(None),
-    "post_token": Rule(None),
-    "get_authorize": Rule(None),
-    "post_authorize": Rule(None),
-    "post_login": Rule(None),
-    # the web pages: open, each page asks for credentials itself (api.routes.web)
-    "get_front": Rule(None),
-    "get_viewer": Rule(None),
-    "get_api_docs": Rule(None),
-    "get_web_asset": Rule(None),
-    # reading layers: public layers answer without credentials
-    "get_tile": _read("style"),
-    "get_tile_nolang": _read("style"),
-    "get_tile_format": _read("style"),
-    "get_tile_nolang_format": _read("style"),
-    "get_tile_access": _read("style"),
-    "get_vtile": _read("layer"),
-    "get_geojson": _read("layer"),
-    "get_datasource": _read("layer"),
-    "list_datasources": Rule(None, public=True),  # anonymous callers: the public layers
-    # reading data and calling providers
-    "get_raster_list": Rule(None, layers=("folder",), public=True),  # anonymous: public ones
-    "get_raster_stat": Rule("reader", layers=("id",)),
-    "get_raster_info": Rule("reader", layers=("id", "file")),
-    "get_geocode": Rule("reader"),
-    "get_reverse_geocode": Rule("reader"),
-    "get_map_route": Rule("reader"),
-    "get_weather": Rule("reader"),
-    "get_height": Rule("reader"),
-    "get_url_proxy": Rule("reader"),
-    "get_parcel": Rule("reader"),
-    "get_parcel_api": Rule("reader"),
-    "post_pdf_merge": Rule("reader"),
-    # a job's record and stream: its creator, and operators who see its layer (checked by the
-    # job service)
-    "list_jobs": Rule("reader", layers=("layer",)),
-    "get_job": Rule("reader"),
-    "delete_job": Rule("reader"),
-    "get_job_events": Rule("reader"),
-    # starting jobs, changing layers and caches, every job's stream
-    "get_raster_config": Rule("operator", layers=("path",)),
-    "get_layer_compress": Rule("operator", layers=("id",)),
-    "get_layer_pretile": Rule("operator", layers=("id",)),
-    "get_speed_test": Rule("operator", layers=("layer",)),
-    "get_probe": Rule("operator"),
-    "delete_vtile_cache": Rule("operator", layers=("layer",)),
-    "get_events": Rule("operator", every_layer=True),
-    "get_metrics": Rule("operator"),  # /metrics, at the root and under each mount
-    # users, keys, OAuth clients
-    **{
-        name: Rule("admin")
-        for collection in ("users", "api_keys", "oauth_clients")
-        for name in (
-            f"list_{collection}",
-            f"create_{collection}",
-            f"get_{collection}",
-            f"put_{collection}",
-            f"delete_{collection}",
-        )
-    },
-}
-
-
-class _Guarded:
-    """A route's app behind its rule; an answer about a layer that is not public is private."""
-
-    def __init__(self, app: ASGIApp, rule: Rule) -> None:
-        self.app = app
-        self.rule = rule
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        layer = self.rule.check(request)
-        scope[LAYER_KEY] = layer
-        if layer is None or is_public(request.app.state.settings, layer):
-            await self.app(scope, receive, send)
-            return
-
-        async def private(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                cache = headers.get("cache-control")
-                if cache is not None:  # never kept by a shared cache
-                    headers["Cache-Control"] = cache.replace("public", "private")
-            await send(message)
-
-        await self.app(scope, receive, private)
-
-
-def guarded(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-    """``routes``, each behind its rule (its middleware, if any, stays inside).
-
-    Raises:
-        KeyError: a route has no rule in :data:`RULES`.
-    """
-    for route in routes:
-        assert isinstance(route, Route), route
-        route.app = _Guarded(route.app, RULES[route.name])
-    return list(routes)

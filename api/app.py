@@ -6,24 +6,24 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import sqlalchemy.exc
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount
 
-from api.authn import AuthenticationMiddleware, Authenticator, auth_engine
 from api.cors import cors_middleware
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.metrics import MetricsMiddleware
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
-from api.quotas import QuotaMiddleware
+from api.quotas import Budgets
 from api.routes import ROOT_ROUTES, ROUTES
 from api.services import Services
 from shared import metrics
+from shared.auth.authenticator import Authenticator, auth_engine
 from shared.auth.migrate import upgrade
 from shared.auth.tokens import signing_keys
 from shared.convert.client import convert_client
@@ -68,79 +68,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        sync_redis = sync_client(settings.redis_url)
-        aredis = async_client(settings.redis_url)
-        celery = make_celery_client(settings)
-        mapnik_dir = settings.dirs.mapnik
-        render_pool = RenderPool(
-            mapnik_dir,
-            settings.tiles.render_processes or os.cpu_count() or 1,
-            limits=RenderLimits(
-                settings.tiles.render_queue_max,
-                settings.tiles.render_max_large,
-                settings.tiles.render_timeout_s,
-            ),
-        )
-        http = make_http_client(settings)
-        auth_db = auth_engine(settings)
-        try:
-            await asyncio.to_thread(upgrade, settings.database_url)
-        except sqlalchemy.exc.OperationalError as exc:  # answers 503 until PostgreSQL is back
-            log.warning("auth tables not migrated, PostgreSQL is unreachable: %s", exc.orig)
-        built = Services(
-            settings=settings,
-            redis=sync_redis,
-            aredis=aredis,
-            db=make_engine(settings),
-            ready_db=make_engine(settings, connections=1),
-            vector=Catalogue(
-                list(settings.vector.vector_schemas),
-                settings.vector.vector_config,
-                settings.vector.vector_catalog_ttl_s,
-            ),
-            vector_cache=VectorCache(
-                aredis, settings.vector.vtile_cache_ttl_s, settings.vector.vector_cache_max_bytes
-            ),
-            celery=celery,
-            jobs=JobService(settings, JobStore(sync_redis, settings), aredis, celery),
-            convert=convert_client(settings),
-            render_pool=render_pool,
-            tiles=TileService(mapnik_dir, render_pool, count_zoom=settings.metrics.tile_zoom),
-            tile_stores=tile_stores(settings),
-            rasters=raster_store(settings),
-            http=http,
-            upstream=Upstream.from_settings(http, aredis, settings),
-            dem=DemCatalog(settings.dirs.dem),
-            proxy_http=make_proxy_client(settings),
-            proxy_policy=ProxyPolicy.from_settings(settings),
-            authenticator=Authenticator(settings, auth_db, aredis, signing_keys(settings)),
-        )
-        # in the background: the API answers at once, the first renders find Mapnik loaded
-        warming = (
-            asyncio.create_task(render_pool.warm_up()) if settings.tiles.render_warm_up else None
-        )
-        app.state.services = built
-        try:
+        async with AsyncExitStack() as stack:
+            app.state.services = await _open_services(settings, stack)
             yield
-        finally:
-            await built.http.aclose()
-            built.dem.close()
-            await built.proxy_http.aclose()
-            if warming is not None:
-                warming.cancel()
-            built.render_pool.close()
-            built.tile_stores.close()
-            built.rasters.close()
-            if built.convert is not None:
-                await built.convert.close()
-            built.celery.close()
-            await built.jobs.aclose()
-            await built.db.dispose()
-            await built.ready_db.dispose()
-            auth_db.dispose()
-            await built.aredis.aclose()
-            built.redis.close()
-            metrics.mark_process_dead()
 
     app = Starlette(
         routes=[
@@ -153,8 +83,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Middleware(RequestIdMiddleware),
             cors_middleware(settings),  # outside Host check, auth, quotas: 400/401/429 readable
             Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),
-            Middleware(AuthenticationMiddleware),
-            Middleware(QuotaMiddleware, settings=settings.auth),
         ],
         lifespan=lifespan,
     )
@@ -162,3 +90,88 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.settings = settings
     install_error_handlers(app)
     return app
+
+
+async def _open_services(settings: Settings, stack: AsyncExitStack) -> Services:
+    """The services of the process, each close registered on ``stack`` as it opens (so they
+    close in the reverse order, and those opened before a failure close too)."""
+    stack.callback(metrics.mark_process_dead)  # the last thing the process does
+    sync_redis = sync_client(settings.redis_url)
+    stack.callback(sync_redis.close)
+    aredis = async_client(settings.redis_url)
+    stack.push_async_callback(aredis.aclose)
+    auth_db = auth_engine(settings)
+    stack.callback(auth_db.dispose)
+    try:
+        await asyncio.to_thread(upgrade, settings.database_url)
+    except sqlalchemy.exc.OperationalError as exc:  # answers 503 until PostgreSQL is back
+        log.warning("auth tables not migrated, PostgreSQL is unreachable: %s", exc.orig)
+    ready_db = make_engine(settings, connections=1)
+    stack.push_async_callback(ready_db.dispose)
+    db = make_engine(settings)
+    stack.push_async_callback(db.dispose)
+    celery = make_celery_client(settings)
+    stack.callback(celery.close)
+    jobs = JobService(settings, JobStore(sync_redis, settings), aredis, celery)
+    stack.push_async_callback(jobs.aclose)
+    convert = convert_client(settings)
+    if convert is not None:
+        stack.push_async_callback(convert.close)
+    rasters = raster_store(settings)
+    stack.callback(rasters.close)
+    stores = tile_stores(settings)
+    stack.callback(stores.close)
+    render_pool = _render_pool(settings)
+    stack.callback(render_pool.close)
+    proxy_http = make_proxy_client(settings)
+    stack.push_async_callback(proxy_http.aclose)
+    dem = DemCatalog(settings.dirs.dem)
+    stack.callback(dem.close)
+    http = make_http_client(settings)
+    stack.push_async_callback(http.aclose)
+    if settings.tiles.render_warm_up:
+        # in the background: the API answers at once, the first renders find Mapnik loaded
+        warming = asyncio.create_task(render_pool.warm_up())
+        stack.callback(warming.cancel)
+    return Services(
+        settings=settings,
+        redis=sync_redis,
+        aredis=aredis,
+        db=db,
+        ready_db=ready_db,
+        vector=Catalogue(
+            list(settings.vector.schemas),
+            settings.vector.config,
+            settings.vector.catalog_ttl_s,
+        ),
+        vector_cache=VectorCache(
+            aredis, settings.vector.vtile_cache_ttl_s, settings.vector.cache_max_bytes
+        ),
+        celery=celery,
+        jobs=jobs,
+        convert=convert,
+        render_pool=render_pool,
+        tiles=TileService(settings.dirs.mapnik, render_pool, count_zoom=settings.metrics.tile_zoom),
+        tile_stores=stores,
+        rasters=rasters,
+        http=http,
+        upstream=Upstream.from_settings(http, aredis, settings),
+        dem=dem,
+        proxy_http=proxy_http,
+        proxy_policy=ProxyPolicy.from_settings(settings),
+        authenticator=Authenticator(settings.auth, auth_db, aredis, signing_keys(settings)),
+        budgets=Budgets(settings.auth, aredis),
+    )
+
+
+def _render_pool(settings: Settings) -> RenderPool:
+    """The pool of Mapnik render processes (``MAPSVC_RENDER_*``)."""
+    return RenderPool(
+        settings.dirs.mapnik,
+        settings.tiles.render_processes or os.cpu_count() or 1,
+        limits=RenderLimits(
+            settings.tiles.render_queue_max,
+            settings.tiles.render_max_large,
+            settings.tiles.render_timeout_s,
+        ),
+    )

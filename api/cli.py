@@ -29,14 +29,16 @@ from shared.queues import QUEUES
 from shared.settings import Settings
 from shared.version import VERSION
 
-__all__ = ["main"]
+__all__ = ["main", "serve_argv"]
 
 _ALL_QUEUES = ",".join(sorted(set(QUEUES.values())))
 
 
-def _serve_argv(
+def serve_argv(
     settings: Settings, reload: bool = False, *, behind_front: bool = False
 ) -> list[str]:
+    """The command that serves the API with uvicorn: ``settings.api_workers`` processes, or one
+    reloading process; behind the front on loopback at ``settings.backend_port``."""
     # behind the nginx front, the API listens on loopback only (the front takes the port)
     host, port = (
         ("127.0.0.1", settings.backend_port) if behind_front else (settings.host, settings.port)
@@ -45,7 +47,8 @@ def _serve_argv(
     argv += ["--host", host, "--port", str(port), "--log-level", "info"]
     # asyncio's loop, not uvloop: under a flood of requests on open connections, uvloop
     # accepted new connections only every few seconds (measured with `make stress`)
-    argv += ["--loop", "asyncio"]
+    # and Nagle's algorithm off on every connection (api/serving.py)
+    argv += ["--loop", "asyncio", "--http", "api.serving:NoDelayHttpToolsProtocol"]
     if reload:
         return [*argv, "--reload"]
     return [*argv, "--workers", str(settings.api_workers)]
@@ -188,7 +191,7 @@ def _up(settings: Settings) -> int:
         print(f"PostgreSQL not reachable, no admin key made: {exc.orig}", file=sys.stderr)
         key_file = None
     procs = [
-        subprocess.Popen(_serve_argv(settings, behind_front=front), env=api_env),
+        subprocess.Popen(serve_argv(settings, behind_front=front), env=api_env),
         *([subprocess.Popen(_front_argv(settings))] if front else []),
         subprocess.Popen(
             _worker_argv(settings, _ALL_QUEUES, settings.jobs.worker_concurrency), env=metrics_env
@@ -278,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if done is not None:
         return done
     if args.command == "serve":
-        return _exec(_serve_argv(settings, args.reload), _metrics_env(settings))
+        return _exec(serve_argv(settings, args.reload), _metrics_env(settings))
     if args.command == "worker":
         concurrency = (
             settings.jobs.worker_concurrency if args.concurrency is None else args.concurrency

@@ -19,10 +19,10 @@ from typing import Any
 import redis
 import sqlalchemy
 
-from api.authn import GENERATION_KEY
-from api.routes.admin import plain
 from shared.auth import keys, oauth, users
+from shared.auth.authenticator import KEPT_S, auth_engine, forget_kept
 from shared.auth.migrate import upgrade
+from shared.auth.plain import plain
 from shared.auth.principal import ROLES
 from shared.errors import MapsvcError
 from shared.settings import Settings
@@ -102,9 +102,9 @@ def _forget(settings: Settings) -> None:
     """Retire the API's kept credential lookups (a change must take effect at once)."""
     client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3)
     try:
-        client.incr(GENERATION_KEY)
+        forget_kept(client)
     except redis.RedisError as exc:
-        print(f"warning: Redis not reachable ({exc}); the API sees the change within 30 s")
+        print(f"warning: Redis not reachable ({exc}); the API sees the change within {KEPT_S} s")
     finally:
         client.close()
 
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int | None:
     if args.command not in _COMMANDS:
         return None
     upgrade(settings.database_url)
-    engine = sqlalchemy.create_engine(settings.database_url, connect_args={"connect_timeout": 3})
+    engine = auth_engine(settings)
     try:
         _act(args, settings, engine)
     except MapsvcError as exc:
@@ -184,7 +184,7 @@ def first_admin_key(settings: Settings) -> Path | None:
     if settings.auth.admin_api_key is not None:
         return None
     upgrade(settings.database_url)
-    engine = sqlalchemy.create_engine(settings.database_url, connect_args={"connect_timeout": 3})
+    engine = auth_engine(settings)
     try:
         if path.exists():
             kept = path.read_text().strip()

@@ -38,7 +38,10 @@ import shutil
 import stat
 from pathlib import Path
 
-from shared.settings import LANG_PATTERN, Settings
+from api.front_routes import location_pattern
+from api.mounts import USER_PREFIX
+from api.routes import tiles
+from shared.settings import Settings
 
 __all__ = [
     "front_argv",
@@ -52,12 +55,11 @@ __all__ = [
 
 log = logging.getLogger("mapsvc.front")
 
-_STYLE = "[A-Za-z0-9_-]{1,240}"
-_LANG = LANG_PATTERN.strip("^$").replace("(", "(?:")
-_TILE = (
-    rf"^/(?:api-user|api/v1)/rtile/(?<style>{_STYLE})/(?:(?<lang>{_LANG})/)?"
-    r"(?<z>[0-9]{1,2})/(?<x>[0-9]{1,8})/(?<y>[0-9]{1,8}(?:@2x)?)\.(?<ext>png|webp|jpe?g)$"
-)
+_TILES = {endpoint.name: endpoint for endpoint in tiles.ENDPOINTS}
+#: a tile of a layer in any format, with a language or without (the tile routes' forms)
+_TILE = location_pattern(_TILES["get_tile_format"], optional=("lang",))
+#: the API's answer to whether a caller may read a layer's tiles
+_ACCESS = _TILES["get_tile_access"].path.replace("{style}", "$front_style")
 _VTILE = (
     r"^/(?:api-user|api/v1)/vtile/(?<vlayer>[A-Za-z0-9_.-]{1,240})/"
     r"[0-9]{1,2}/[0-9]{1,8}/[0-9]{1,8}\.pbf$"
@@ -207,7 +209,7 @@ def _access(settings: Settings) -> str:
             if ($tile_route = disk) {{
                 return 204;  # anonymous on a public layer: nothing to ask
             }}
-            proxy_pass http://{_api(settings)}/api-user/rtile/$front_style/access$raw_query;
+            proxy_pass http://{_api(settings)}{USER_PREFIX}{_ACCESS}$raw_query;
             proxy_pass_request_body off;
             # a directive here replaces the server's list: all of it again
             proxy_set_header Content-Length "";
@@ -221,7 +223,7 @@ def _access(settings: Settings) -> str:
 
 def _raster(settings: Settings) -> str:
     """Raster tiles: from disk once the caller may read them, after the tiles budget."""
-    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.tile_max_age_s
+    tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.max_age_s
     per_min = settings.auth.rate_tiles_per_min
     return f"""
         location ~ "{_TILE}" {{
@@ -341,9 +343,9 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
         anonymous $binary_remote_addr;
         default "";
     }}
-    map $ext $tile_ext {{
+    map $format $tile_ext {{
         jpeg jpg;
-        default $ext;
+        default $format;
     }}
     map $lang $tile_lang {{
         "" {settings.default_lang};

@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import layer_of, principal_of
+from api.endpoint import endpoint_of
 from api.links import job_links, link
-from api.params import flag
 from shared import events
 from shared.auth.principal import Principal
 from shared.errors import (
@@ -41,6 +41,7 @@ from shared.errors import (
     error_from_code,
 )
 from shared.jobs import FINISH_CANCELLED, JobRecord, JobStore
+from shared.jobs_access import check_may_see, may_see
 from shared.logs import REQUEST_ID
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
@@ -76,23 +77,6 @@ def make_celery_client(settings: Settings) -> Celery:
     client = Celery("mapsvc")
     client.config_from_object(celery_config(settings))
     return client
-
-
-def _allowed(record: JobRecord, principal: Principal) -> bool:
-    """Whether ``principal`` may see the job: its creator may, and operators who see its layer
-    (a job about no layer: operators not limited to layers)."""
-    if record.owner and record.owner == principal.id:
-        return True
-    if not principal.has("operator"):
-        return False
-    return principal.sees(record.layer) if record.layer else principal.layers is None
-
-
-def _check_access(record: JobRecord, principal: Principal) -> None:
-    """Refuse a job record to all but those :func:`_allowed` lets see it (as if it did not
-    exist)."""
-    if not _allowed(record, principal):
-        raise NotFoundError(f"no job {record.id}", job_id=record.id)
 
 
 #: the states of a job descriptor
@@ -239,7 +223,7 @@ class JobService:
         layer: str,
     ) -> str:
         if dedup:
-            time_limit = self.settings.jobs.job_time_limit_s
+            time_limit = self.settings.jobs.time_limit_s
             running = self.store.claim(kind, params, job_id, time_limit, owner)
             if running is not None:
                 return running
@@ -257,7 +241,7 @@ class JobService:
         """
         record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
         if request is not None:
-            _check_access(record, principal_of(request))
+            check_may_see(principal_of(request), record)
         return _descriptor(record, state, request)
 
     async def listing(self, request: Request, query: JobQuery) -> dict[str, Any]:
@@ -299,7 +283,7 @@ class JobService:
         for job_id in ids:
             record = self.store.get(job_id)
             # the record's own fields first: Celery is asked only about jobs still in question
-            if record is None or not (_allowed(record, principal) and query.matches(record)):
+            if record is None or not (may_see(principal, record) and query.matches(record)):
                 continue  # expired since it was listed, another's, or not asked for
             record, state = self._state_of(record)
             if query.state is None or state == query.state:
@@ -333,7 +317,7 @@ class JobService:
             record,
             failure=failure,
             revoked=celery_state == "REVOKED",
-            stall_s=self.settings.jobs.job_stall_s,
+            stall_s=self.settings.jobs.stall_s,
         )
         return record, record.outcome or _CELERY_STATES.get(celery_state, "running")
 
@@ -351,7 +335,7 @@ class JobService:
 
     def _cancel(self, job_id: str, principal: Principal) -> bool:
         record, _ = self._settled(job_id)
-        _check_access(record, principal)
+        check_may_see(principal, record)
         if record.outcome is not None:
             raise ConflictError(f"job {job_id} has already {record.outcome}", state=record.outcome)
         self.store.request_cancel(job_id)
@@ -385,22 +369,27 @@ class JobService:
     async def reply(
         self,
         request: Request,
-        kind: str,
-        task_name: str,
         params: dict[str, Any],
         *,
+        run_async: bool,
         dedup: bool = False,
         job_id: str | None = None,
     ) -> Response:
         """The heavy-endpoint reply: the job's result when it ends in time, else ``202``.
+
+        The job is the one the request's endpoint declares (``Endpoint.job``), with
+        ``params``; ``run_async`` (its ``async=1``): ``202`` at once.
 
         Raises:
             MapsvcError: the job failed in time; its error, with the job id in the detail.
             UnavailableError: the stream pool has no connection to wait with; nothing was
                 enqueued (503 with ``Retry-After``).
         """
+        declared = endpoint_of(request).job
+        assert declared is not None, "the endpoint declares no job"
+        kind, task_name = declared.kind, declared.task
         ended, owner, layer = False, principal_of(request).id, layer_of(request) or ""
-        if flag(request, "async") or self.settings.jobs.job_wait_s <= 0:
+        if run_async or self.settings.jobs.wait_s <= 0:
             job_id = await self.enqueue(
                 kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
             )
@@ -410,7 +399,7 @@ class JobService:
                 job_id = await self.enqueue(
                     kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
                 )
-                ended = await self.wait_final(client, job_id, self.settings.jobs.job_wait_s)
+                ended = await self.wait_final(client, job_id, self.settings.jobs.wait_s)
         headers = {"X-Job-ID": job_id}
         if ended:
             job = await self.describe(job_id, request)

@@ -16,11 +16,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from api.access import Rule
+from api.endpoint import Endpoint
 from api.middleware import HttpMiddleware
 from api.services import services
 from shared import metrics
 
-__all__ = ["ROUTES", "UNMATCHED", "MetricsMiddleware", "get_metrics", "route_template"]
+__all__ = ["ENDPOINTS", "UNMATCHED", "MetricsMiddleware", "get_metrics", "route_template"]
 
 #: the route label of a request no route answers
 UNMATCHED = "unmatched"
@@ -90,7 +92,10 @@ class MetricsMiddleware(HttpMiddleware):
 
 
 async def get_metrics(request: Request) -> Response:
-    """Every API and worker process's metrics, in Prometheus' text format (operators)."""
+    """Every API and worker process's metrics (also at the root: ``GET /metrics``).
+
+    In Prometheus' text format, or OpenMetrics when ``Accept`` asks; for operators.
+    """
     svc = services(request)
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
     found = metrics.registry(metrics.metrics_root(svc.settings), svc.redis)
@@ -98,6 +103,23 @@ async def get_metrics(request: Request) -> Response:
     return Response(body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
 
 
-#: ``/metrics``, at the root (where Prometheus looks) and under each mount; `api.routes` puts
-#: it behind its rule (``api.access.RULES``)
-ROUTES = [Route("/metrics", get_metrics, methods=["GET"], name="get_metrics")]
+_TEXT = {"schema": {"type": "string"}}
+
+#: ``/metrics``, at the root (where Prometheus looks) and under each mount
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/metrics",
+        get_metrics,
+        rule=Rule("operator"),
+        budget=None,
+        answer={
+            "200": {
+                "description": "Prometheus' text format, or OpenMetrics when `Accept` asks",
+                "content": {"text/plain": _TEXT, "application/openmetrics-text": _TEXT},
+            }
+        },
+        tag="system",
+        place="mounts+root",
+    )
+]

@@ -7,15 +7,18 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
 
-if TYPE_CHECKING:  # api.jobs reads parameters through api.params, which reaches services
+# types only: the services are built above every module that reaches them (api.jobs answers
+# through api.links and api.endpoint, which call `services`)
+if TYPE_CHECKING:
     import httpx
     import redis
     import redis.asyncio as aioredis
     from celery import Celery
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from api.authn import Authenticator
     from api.jobs import JobService
+    from api.quotas import Budgets
+    from shared.auth.authenticator import Authenticator
     from shared.convert.client import ConvertClient
     from shared.providers.dem import DemCatalog
     from shared.providers.proxy import ProxyPolicy
@@ -28,7 +31,7 @@ if TYPE_CHECKING:  # api.jobs reads parameters through api.params, which reaches
     from shared.vector.cache import VectorCache
     from shared.vector.catalog import Catalogue
 
-__all__ = ["Services", "services"]
+__all__ = ["Services", "services", "settings_of"]
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,18 @@ class Services:
     proxy_policy: ProxyPolicy
     authenticator: Authenticator
     """Credentials to principals: API keys and logins (PostgreSQL), tokens (signing keys)."""
+    budgets: Budgets
+    """Each caller's requests per minute, per budget."""
 
 
 def services(conn: HTTPConnection) -> Services:
     """The services of the process answering ``conn`` (a request, or any connection's scope)."""
     built: Services = conn.app.state.services
     return built
+
+
+def settings_of(conn: HTTPConnection) -> Settings:
+    """The settings of the app answering ``conn``: there before the lifespan runs (the OpenAPI
+    document, the rules of routes), and the same object as ``services(conn).settings``."""
+    found: Settings = conn.app.state.settings
+    return found

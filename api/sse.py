@@ -31,19 +31,22 @@ _SETTLE_S = 5.0
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def resume_point(request: Request, default: str) -> str:
-    """Where a stream starts: after ``Last-Event-ID`` or ``?after=``, else ``default``.
+def resume_point(request: Request, after: str | None, default: str) -> str:
+    """Where a stream starts: after ``Last-Event-ID`` or ``after`` (the query's), else
+    ``default``.
 
     Raises:
         InvalidInputError: the id is not a stream entry id (or a part is beyond 2^64-1).
     """
-    after = request.headers.get("last-event-id") or request.query_params.get("after") or default
+    after = request.headers.get("last-event-id") or after or default
     if after != "$":
         events.parse_entry_id(after)
     return after
 
 
-async def job_resume_point(request: Request, client: aioredis.Redis, stream: str) -> str | None:
+async def job_resume_point(
+    request: Request, after: str | None, client: aioredis.Redis, stream: str
+) -> str | None:
     """Where a job's stream starts (see :func:`resume_point`); None after its final line.
 
     A client that saw the final line has nothing left to read: the route answers ``204``,
@@ -53,7 +56,7 @@ async def job_resume_point(request: Request, client: aioredis.Redis, stream: str
         InvalidInputError: the id is malformed, or later than the stream's last line (no
             client can have seen it).
     """
-    after = resume_point(request, "0")
+    after = resume_point(request, after, "0")
     last = await events.last_entry(client, stream)
     last_id = events.parse_entry_id(last.id if last else "0")
     seen = last_id if after == "$" else events.parse_entry_id(after)

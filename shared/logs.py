@@ -67,6 +67,8 @@ def redact(text: str) -> str:
     """``text`` with the credentials it may hold masked: the value of every parameter in
     `SECRET_PARAMETERS` (whatever its case or percent-encoding: ``api%5Fkey=***``) and the
     password of every URL."""
+    if "=" not in text and "@" not in text:  # most lines (an access line without a query)
+        return text
     return _URL_PASSWORD.sub(rf"\1{_MASK}@", _PARAMETER.sub(_masked, text))
 
 

@@ -1,7 +1,7 @@
 """Parameters given as text, parsed by one function each so one rule holds everywhere.
 
-The API reads them from query strings (``api/params.py``); the CLI and the domain use the same
-functions. Each refuses bad text with :class:`~shared.errors.InvalidInputError` naming the
+The API's parameter types (``api/fields.py``) parse with them; the CLI and the domain use the
+same functions. Each refuses bad text with :class:`~shared.errors.InvalidInputError` naming the
 parameter.
 """
 
@@ -18,8 +18,11 @@ from shared.errors import InvalidInputError
 from shared.settings import LANG_PATTERN
 
 __all__ = [
+    "BOX_PATTERN",
+    "PAIR_PATTERN",
     "SRS_PATTERN",
     "Bbox",
+    "box_numbers",
     "crs_valid_area",
     "parse_bbox",
     "parse_lang",
@@ -31,6 +34,11 @@ Bbox = tuple[float, float, float, float]
 #: A CRS by authority code, either case (``EPSG:3857``, ``esri:102100``).
 SRS_PATTERN = r"^([Ee][Pp][Ss][Gg]|[Ee][Ss][Rr][Ii]):([0-9]{1,6})$"
 _SRS = re.compile(SRS_PATTERN)
+_NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?"
+#: A box as text: ``minx,miny,maxx,maxy`` (what :func:`box_numbers` reads).
+BOX_PATTERN = rf"^{_NUMBER},{_NUMBER},{_NUMBER},{_NUMBER}$"
+#: A pair of numbers as text: ``x,y``.
+PAIR_PATTERN = rf"{_NUMBER},{_NUMBER}"
 _LANG = re.compile(LANG_PATTERN)
 _WGS84 = "EPSG:4326"
 #: A projected CRS is valid a little past its area of use: this share of the area's span.
@@ -97,17 +105,11 @@ def crs_valid_area(srs: str) -> Bbox:
     return (x0 - dx, y0 - dy, x1 + dx, y1 + dy)
 
 
-def parse_bbox(text: str, parameter: str = "bbox", srs: str = _WGS84) -> Bbox:
-    """``minx,miny,maxx,maxy``: four finite numbers, min below max, inside the CRS's area.
-
-    Args:
-        text: the parameter's text.
-        parameter: its name, for the message.
-        srs: the CRS of the numbers (an authority code, see :func:`parse_srs`).
+def box_numbers(text: str, parameter: str = "bbox") -> Bbox:
+    """``minx,miny,maxx,maxy``: four finite numbers, min below max (in no CRS yet).
 
     Raises:
-        InvalidInputError: not four numbers, not finite, min not below max, or outside the
-            valid area of ``srs``.
+        InvalidInputError: not four numbers, not finite, or min not below max.
     """
     try:
         x0, y0, x1, y1 = (float(v) for v in text.split(","))
@@ -121,6 +123,22 @@ def parse_bbox(text: str, parameter: str = "bbox", srs: str = _WGS84) -> Bbox:
             parameter=parameter,
             value=text[:200],
         )
+    return x0, y0, x1, y1
+
+
+def parse_bbox(text: str, parameter: str = "bbox", srs: str = _WGS84) -> Bbox:
+    """``minx,miny,maxx,maxy``: four finite numbers, min below max, inside the CRS's area.
+
+    Args:
+        text: the parameter's text.
+        parameter: its name, for the message.
+        srs: the CRS of the numbers (an authority code, see :func:`parse_srs`).
+
+    Raises:
+        InvalidInputError: not four numbers, not finite, min not below max, or outside the
+            valid area of ``srs``.
+    """
+    x0, y0, x1, y1 = box_numbers(text, parameter)
     ax0, ay0, ax1, ay1 = crs_valid_area(srs)
     if not (ax0 <= x0 and ay0 <= y0 and x1 <= ax1 and y1 <= ay1):
         raise InvalidInputError(

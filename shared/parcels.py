@@ -15,9 +15,9 @@ import sqlalchemy.exc
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from shared.errors import InvalidInputError, ProviderNotConfiguredError
+from shared.errors import ProviderNotConfiguredError
 
-__all__ = ["CADNUM", "PARCEL_FIELDS", "check_cadnum", "parcel_by_cadnum", "parcel_at"]
+__all__ = ["CADNUM", "PARCEL_FIELDS", "parcel_by_cadnum", "parcel_at"]
 
 #: a Ukrainian cadastral number: KOATUU (10 digits), zone, quarter, parcel
 CADNUM = re.compile(r"^\d{10}:\d{2}:\d{3}:\d{4}$")
@@ -34,16 +34,6 @@ PARCEL_FIELDS = (
     "ownership",
     "address",
 )
-
-
-def check_cadnum(value: str, parameter: str) -> str:
-    """The cadastral number, or a 400 naming ``parameter`` when it is malformed."""
-    value = value.strip()
-    if not CADNUM.match(value):
-        raise InvalidInputError(
-            f"{parameter} must look like NNNNNNNNNN:NN:NNN:NNNN", parameter=parameter, value=value
-        )
-    return value
 
 
 def _quoted(table: str) -> str:

@@ -27,7 +27,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """
     # Redis re-delivers an unacknowledged message after the visibility timeout: it must be
     # longer than any job may run, or a slow job would be run twice at once.
-    visibility_timeout = settings.jobs.job_time_limit_s + 600
+    visibility_timeout = settings.jobs.time_limit_s + 600
     return {
         "broker_url": settings.redis_url,
         "result_backend": settings.redis_url,
@@ -45,8 +45,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "accept_content": ["json"],
         "result_expires": settings.jobs.events_ttl_s,
         "task_track_started": True,
-        "task_soft_time_limit": settings.jobs.job_soft_time_limit_s,
-        "task_time_limit": settings.jobs.job_time_limit_s,
+        "task_soft_time_limit": settings.jobs.soft_time_limit_s,
+        "task_time_limit": settings.jobs.time_limit_s,
         "task_default_queue": "default",
         "task_routes": {f"{prefix}.*": {"queue": queue} for prefix, queue in QUEUES.items()},
         # One message at a time per process: jobs are long, and a prefetched one would wait
@@ -70,8 +70,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_schedule": {
             "jobs-watchdog": {
                 "task": "jobs.watchdog",
-                "schedule": settings.jobs.job_watchdog_interval_s,
-                "options": {"expires": settings.jobs.job_watchdog_interval_s},
+                "schedule": settings.jobs.watchdog_interval_s,
+                "options": {"expires": settings.jobs.watchdog_interval_s},
             }
         },
     }

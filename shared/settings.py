@@ -2,9 +2,11 @@
 
 One class per concern (`TileSettings`, `VectorSettings`, `JobSettings`, …), each reading its own
 variables; `Settings` holds the core fields and one instance of each concern. The variable of
-a field is its concern's prefix and its name: ``settings.s3.bucket`` is ``MAPSVC_S3_BUCKET``,
-``settings.tiles.render_queue_max`` is ``MAPSVC_RENDER_QUEUE_MAX``. ``Settings(...)`` and
-`Settings.model_copy` also take a field by that flat name (``s3_bucket=…``).
+a field is its concern's prefix and its key (`Concern.key`): its name (``settings.s3.bucket`` is
+``MAPSVC_S3_BUCKET``, ``settings.tiles.render_queue_max`` is ``MAPSVC_RENDER_QUEUE_MAX``), or
+its alias where the name drops the concern the variable repeats (``settings.jobs.wait_s`` is
+``MAPSVC_JOB_WAIT_S``). ``Settings(...)`` and `Settings.model_copy` also take a field by its
+flat name, the variable's less ``MAPSVC_`` (``s3_bucket=…``, ``job_wait_s=…``).
 """
 
 from __future__ import annotations
@@ -97,11 +99,12 @@ def host_port(value: str | None) -> str | None:
 
 def file_fields(cls: type[Concern]) -> list[str]:
     """The fields of ``cls`` that may be read from a file: its `SecretStr` fields, and those
-    named in its ``secret_fields`` (a URL that holds a password)."""
+    whose key is in its ``secret_fields`` (a URL that holds a password)."""
     return [
         name
         for name, field in cls.model_fields.items()
-        if SecretStr in (field.annotation, *get_args(field.annotation)) or name in cls.secret_fields
+        if SecretStr in (field.annotation, *get_args(field.annotation))
+        or cls.key(name) in cls.secret_fields
     ]
 
 
@@ -141,29 +144,38 @@ class SecretFiles(PydanticBaseSettingsSource):
         """
         values: dict[str, Any] = {}
         for name in file_fields(self._concern):
-            variable = f"{self._prefix}{name}".upper()
+            key = self._concern.key(name)
+            variable = f"{self._prefix}{key}".upper()
             path = self._variables.get(f"{variable}_FILE")
             if path is None:
                 continue
             if variable in self._variables:
                 raise SettingsError(f"set {variable} or {variable}_FILE, not both")
             try:
-                values[name] = Path(path).read_text().rstrip("\r\n")
+                values[key] = Path(path).read_text().rstrip("\r\n")
             except (OSError, UnicodeDecodeError) as exc:
                 raise SettingsError(f"{variable}_FILE: cannot read {path}: {exc}") from exc
         return values
 
 
 class Concern(BaseSettings):
-    """The settings of one concern: variables ``<env_prefix><FIELD>``, frozen once read.
+    """The settings of one concern: variables ``<env_prefix><KEY>``, frozen once read.
 
-    Fields listed in ``blank_fields`` are unset when their variable is blank; those in
-    ``comma_fields`` are split at commas. Secret fields may be read from a file instead
-    (`SecretFiles`): `SecretStr` fields and those listed in ``secret_fields``.
+    A field's key (`key`) is its name, or its ``validation_alias`` where the name drops the
+    concern that the variable repeats: ``wait_s`` of `JobSettings` is given as ``job_wait_s``
+    (``MAPSVC_JOB_WAIT_S``), at init as in the environment; only the variable reads it.
+    Fields whose key is listed in ``blank_fields`` are unset when their variable is blank;
+    those in ``comma_fields`` are split at commas. Secret fields may be read from a file
+    instead (`SecretFiles`): `SecretStr` fields and those listed in ``secret_fields``.
     """
 
+    # env_prefix_target: the prefix goes before an alias too (MAPSVC_ + job_wait_s)
     model_config = SettingsConfigDict(
-        env_prefix="MAPSVC_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="MAPSVC_",
+        env_prefix_target="all",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
     )
     blank_fields: ClassVar[tuple[str, ...]] = ()
     comma_fields: ClassVar[tuple[str, ...]] = ()
@@ -200,9 +212,26 @@ class Concern(BaseSettings):
         return data
 
     @classmethod
+    def key(cls, name: str) -> str:
+        """What field ``name`` is given as, in its variable (after the prefix) and at init: its
+        alias if it has one (``statement_timeout_ms`` of `VectorSettings` is
+        ``vector_statement_timeout_ms``), else its name."""
+        alias = cls.model_fields[name].validation_alias
+        return alias if isinstance(alias, str) else name
+
+    @classmethod
+    def variable(cls, name: str) -> str:
+        """The environment variable of field ``name``: ``MAPSVC_VECTOR_STATEMENT_TIMEOUT_MS``."""
+        return f"{cls.model_config.get('env_prefix', '')}{cls.key(name)}".upper()
+
+    @classmethod
     def flat_prefix(cls) -> str:
         """What a field's flat name starts with: its variable's name less ``MAPSVC_``."""
         return str(cls.model_config.get("env_prefix", "")).removeprefix("MAPSVC_").lower()
+
+    def keyed(self) -> dict[str, Any]:
+        """The values by key (`key`): what validating them again takes."""
+        return {self.key(name): value for name, value in self}
 
 
 class ProviderSettings(Concern):
@@ -215,10 +244,20 @@ class ProviderSettings(Concern):
 
     blank_fields = ("url", "api_key")
 
-    url: str | None = Field(default=None, description="Base URL; unset: not configured")
-    api_key: SecretStr | None = Field(default=None, description="Key, where one is needed")
-    cache_ttl_s: int = Field(default=86400, ge=1, description="How long answers are cached")
-    rate_per_s: float = Field(default=1.0, gt=0, description="Calls per second at most")
+    url: str | None = Field(
+        default=None,
+        description="Base URL of the provider (see [Providers](#providers)); empty: not configured",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The provider's key (see [Providers](#providers)); unset: not configured",
+    )
+    cache_ttl_s: int = Field(
+        default=86400, ge=1, description="How long the provider's answers are cached"
+    )
+    rate_per_s: float = Field(
+        default=1.0, gt=0, description="Most calls per second to the provider, over all processes"
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -254,23 +293,38 @@ class Providers(Concern):
     model_config = SettingsConfigDict(env_prefix="MAPSVC_PROVIDER_")
 
     connect_timeout_s: float = Field(
-        default=3.0, gt=0, description="Connect timeout of provider calls"
+        default=3.0,
+        gt=0,
+        description="Connect timeout of every provider call (and of `gis-url-proxy`)",
     )
-    timeout_s: float = Field(default=10.0, gt=0, description="Read/write timeout of provider calls")
+    timeout_s: float = Field(
+        default=10.0, gt=0, description="Read/write timeout of a provider call"
+    )
     max_connections: int = Field(
-        default=100, ge=1, description="Most open connections of the provider client"
+        default=100,
+        ge=1,
+        description="Most open connections of the provider client of "
+        "one API process (20 kept alive)",
     )
     retries: int = Field(
-        default=2, ge=0, le=5, description="Retries of a GET on connect errors and 5xx"
+        default=2,
+        ge=0,
+        le=5,
+        description="Retries of a provider GET after a connect error or a 5xx answer",
     )
     backoff_s: float = Field(
-        default=0.2, ge=0, description="First retry delay; doubled on each retry"
+        default=0.2, ge=0, description="Delay before the first retry; doubled for each next one"
     )
     rate_wait_s: float = Field(
-        default=10.0, gt=0, description="Longest wait for a provider's rate-limit slot"
+        default=10.0,
+        gt=0,
+        description="Longest wait for a provider's rate-limit slot; a "
+        "longer queue answers 503 at once",
     )
     cache_max_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=0, description="Byte budget of cached provider answers"
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="Byte budget of cached provider answers (64 MiB)",
     )
     nominatim: ProviderSettings
     photon: ProviderSettings
@@ -302,42 +356,71 @@ class TileSettings(Concern):
     """Raster tiles: rendering, limits of one render, cache headers, pre-tiling. ``MAPSVC_*``."""
 
     render_processes: int = Field(
-        default=0, ge=0, description="Render processes of each API process (0 = one per CPU)"
+        default=0, ge=0, description="Tile render processes of each API process (0 = one per CPU)"
     )
     render_queue_max: int = Field(
-        default=64, ge=1, description="Renders waiting or running per API process; then 503"
+        default=64,
+        ge=1,
+        description="Renders waiting or running per API process; past it `503` with `Retry-After`",
     )
     render_max_large: int = Field(
-        default=1, ge=1, description="BBOX renders larger than a tile at once per API process"
+        default=1,
+        ge=1,
+        description="BBOX renders larger than a tile at once per API process (keep it below the "
+        "render processes, so tiles always have one); past it `503` with `Retry-After`",
     )
     render_timeout_s: float = Field(
-        default=30.0, gt=0, description="Longest wait for one render; then 503"
+        default=30.0, gt=0, description="Longest wait for one render; then `503` with `Retry-After`"
     )
     render_warm_up: bool = Field(
-        default=True, description="Start the render processes when the API starts, not on first use"
+        default=True,
+        description="Start the render processes (Mapnik loaded) when the API starts, in the "
+        "background, rather than on the first render",
     )
     render_max_pixels: int = Field(
-        default=4096 * 4096, ge=65536, description="Largest width x height of a BBOX render"
+        default=4096 * 4096,
+        ge=65536,
+        description="Largest `width` x `height` of a BBOX render (4096 x 4096); each side is also "
+        "at most `MAPSVC_TILE_MAX_SIZE`",
     )
-    tile_max_size: int = Field(
-        default=4096, ge=256, le=16384, description="Largest width or height of a BBOX render"
+    max_size: int = Field(
+        validation_alias="tile_max_size",
+        default=4096,
+        ge=256,
+        le=16384,
+        description="Largest width or height of a BBOX render",
     )
-    tile_max_age_s: int = Field(
-        default=3600, ge=0, description="Cache-Control max-age of tile responses"
+    max_age_s: int = Field(
+        validation_alias="tile_max_age_s",
+        default=3600,
+        ge=0,
+        description="`Cache-Control: max-age` of tile responses",
     )
     jpeg_quality: int = Field(
-        default=85, ge=1, le=100, description="Quality of JPEG tiles (.jpg), 1..100"
+        default=85,
+        ge=1,
+        le=100,
+        description="Quality (1–100) of JPEG tiles (`.jpg`, `.jpeg`); tiles cached before a "
+        "change keep theirs until the layer's tiles are dropped",
     )
     webp_quality: int = Field(
-        default=80, ge=1, le=100, description="Quality of lossy WebP tiles (.webp), 1..100"
+        default=80,
+        ge=1,
+        le=100,
+        description="Quality (1–100) of lossy WebP tiles (`.webp`); unused "
+        "when `MAPSVC_WEBP_LOSSLESS` is on",
     )
     webp_lossless: bool = Field(
-        default=False, description="WebP tiles lossless (the PNG's pixels), not lossy"
+        default=False,
+        description="`.webp` tiles lossless: the PNG's exact pixels in about half "
+        "its bytes (measured 0.54 on the Landsat tiles, zooms 8–12), but about "
+        "ten times the bytes of lossy WebP",
     )
     pretile_max_tiles: int = Field(
         default=4_000_000,
         ge=1,
-        description="Most tiles of one pre-tiling run, even its whole first zoom (else 422)",
+        description="Most tiles of one pre-tiling run, its whole first zoom included; a "
+        "larger plan is `422` with the plan",
     )
 
 
@@ -346,31 +429,50 @@ class VectorSettings(Concern):
 
     comma_fields = ("vector_schemas",)
 
-    vector_schemas: CommaList = Field(
-        default=("public",), description="Comma-separated schemas whose geometry tables are layers"
+    schemas: CommaList = Field(
+        validation_alias="vector_schemas",
+        default=("public",),
+        description="Comma-separated schemas whose geometry tables and views are layers",
     )
-    vector_config: Path | None = Field(
-        default=None, description="JSON file of layer aliases, zooms and named queries"
+    config: Path | None = Field(
+        validation_alias="vector_config",
+        default=None,
+        description="JSON file of layer aliases, zooms and named queries",
     )
-    vector_catalog_ttl_s: int = Field(
-        default=60, ge=0, description="How long the catalogue of vector layers is kept"
+    catalog_ttl_s: int = Field(
+        validation_alias="vector_catalog_ttl_s",
+        default=60,
+        ge=0,
+        description="How long the catalogue of vector layers is kept",
     )
-    vector_statement_timeout_ms: int = Field(
-        default=10000, ge=100, description="PostgreSQL statement timeout of API queries"
+    statement_timeout_ms: int = Field(
+        validation_alias="vector_statement_timeout_ms",
+        default=10000,
+        ge=100,
+        description="PostgreSQL statement timeout of the API's queries; those of the auth tables "
+        "have their own, `MAPSVC_AUTH_STATEMENT_TIMEOUT_MS`",
     )
-    vector_cache_max_bytes: int = Field(
-        default=256 * 1024 * 1024, ge=0, description="Byte budget of cached GeoJSON and MVT"
+    cache_max_bytes: int = Field(
+        validation_alias="vector_cache_max_bytes",
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Byte budget of cached GeoJSON answers and vector "
+        "tiles (256 MiB; `0`: no cache)",
     )
     geojson_max_features: int = Field(
         default=10000, ge=1, description="Default and largest `limit` of a GeoJSON answer"
     )
     geojson_max_s: float = Field(
-        default=60.0, gt=0, description="Longest time a GeoJSON answer streams, however slow"
+        default=60.0,
+        gt=0,
+        description="Longest time a GeoJSON answer streams, however slowly the client reads; also "
+        "PostgreSQL's `idle_in_transaction_session_timeout`",
     )
     geojson_buffer_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=0,
-        description="GeoJSON read ahead of the client; a page that fits frees its connection",
+        description="GeoJSON read ahead of the client into memory (16 MiB); a page that fits "
+        "frees its database connection before a slow client reads it",
     )
     vtile_max_features: int = Field(
         default=20000, ge=1, description="Most features in one vector tile"
@@ -383,60 +485,89 @@ class VectorSettings(Concern):
 class JobSettings(Concern):
     """Jobs, Celery workers and the event streams that report on them. ``MAPSVC_*``."""
 
-    job_wait_s: float = Field(
-        default=10.0, ge=0, description="How long a heavy endpoint waits before answering 202"
+    wait_s: float = Field(
+        validation_alias="job_wait_s",
+        default=10.0,
+        ge=0,
+        description="How long a heavy endpoint waits for its job before answering 202",
     )
-    job_soft_time_limit_s: int = Field(
-        default=3600, ge=1, description="Soft time limit of a job (the task is asked to stop)"
+    soft_time_limit_s: int = Field(
+        validation_alias="job_soft_time_limit_s",
+        default=3600,
+        ge=1,
+        description="Soft time limit of a job (the job is stopped with a clear error)",
     )
-    job_time_limit_s: int = Field(
-        default=3900, ge=1, description="Hard time limit of a job (the process is killed)"
+    time_limit_s: int = Field(
+        validation_alias="job_time_limit_s",
+        default=3900,
+        ge=1,
+        description="Hard time limit (the process is killed); the Redis "
+        "visibility timeout is 600 s longer",
     )
-    job_max_attempts: int = Field(
-        default=2, ge=1, description="Runs of a job whose worker process died, before it fails"
+    max_attempts: int = Field(
+        validation_alias="job_max_attempts",
+        default=2,
+        ge=1,
+        description="Starts of a job whose worker process died, before it fails",
     )
-    job_stall_s: float = Field(
+    stall_s: float = Field(
+        validation_alias="job_stall_s",
         default=900.0,
         gt=0,
-        description="A started job with no progress line for this long is ended as failed",
+        description="A started job that writes no line for this long is ended as failed (its "
+        "worker vanished or its fan-out stalled)",
     )
-    job_watchdog_interval_s: float = Field(
-        default=60.0, gt=0, description="How often a worker's embedded beat ends stalled jobs"
+    watchdog_interval_s: float = Field(
+        validation_alias="job_watchdog_interval_s",
+        default=60.0,
+        gt=0,
+        description="How often the beat embedded in `mapsvc worker` runs the stalled-job watchdog",
     )
     worker_concurrency: int = Field(
-        default=0, ge=0, description="Worker processes per Celery worker (0 = one per CPU)"
+        default=0, ge=0, description="Processes per Celery worker (0 = one per CPU)"
     )
     worker_max_tasks_per_child: int = Field(
         default=1000,
         ge=0,
-        description="A worker process is replaced after this many tasks (0: never)",
+        description="A worker process is replaced after this many tasks (Celery's "
+        "`worker_max_tasks_per_child`; `0`: never)",
     )
     worker_max_memory_mb: int = Field(
         default=2048,
         ge=0,
-        description="A worker process is replaced after a task that left it above this many "
-        "MiB resident (0: no ceiling)",
+        description="A worker process is replaced after a task that left it above this resident "
+        "size (Celery's `worker_max_memory_per_child`; `0`: no ceiling)",
     )
     events_ttl_s: int = Field(
-        default=86400, ge=60, description="How long a job's event lines and record are kept"
+        default=86400, ge=60, description="How long a job's record and event lines are kept"
     )
     events_maxlen: int = Field(default=10000, ge=100, description="Most lines kept per job stream")
     sse_keepalive_s: float = Field(
-        default=15.0, gt=0, description="Idle time after which an SSE stream sends a comment"
+        default=15.0,
+        gt=0,
+        description="Idle time after which an SSE stream sends a `: keep-alive` comment",
     )
     sse_max_streams: int = Field(
-        default=200, ge=1, description="Most SSE streams open at once per API process; then 503"
+        default=200,
+        ge=1,
+        description="SSE streams open at once per API process; past it `503` with `Retry-After: 5`",
     )
     sse_max_duration_s: float = Field(
-        default=3600.0, gt=0, description="Longest life of one SSE stream (resume: Last-Event-ID)"
+        default=3600.0,
+        gt=0,
+        description="Longest life of one SSE stream; it then ends and the "
+        "client resumes with `Last-Event-ID`",
     )
     stream_redis_max_connections: int = Field(
         default=250,
         ge=1,
-        description="Redis connections per API process for SSE streams and job waits (own pool)",
+        description="Redis connections per API process for SSE streams and heavy-endpoint waits, "
+        "a pool apart from the rest of the API",
     )
     stream_redis_wait_s: float = Field(
-        default=1.0, gt=0, description="Longest wait for one of those connections; then 503"
+        default=1.0,
+        gt=0,
+        description="Longest wait for one of those connections; then `503` with `Retry-After: 2`",
     )
 
 
@@ -449,11 +580,15 @@ class MetricsSettings(Concern):
 
     dir: Path | None = Field(
         default=None,
-        description="Folder of the metric files of API and worker processes (multiprocess "
-        "mode); unset: `<work_dir>/metrics`",
+        description="Folder of the metric files of the API and worker processes "
+        "(prometheus-client's multiprocess mode; a folder per host inside), read by `GET "
+        "/metrics`; `mapsvc serve`, `worker` and `up` set `PROMETHEUS_MULTIPROC_DIR` from "
+        "it; unset: `<work_dir>/metrics`",
     )
     tile_zoom: bool = Field(
-        default=False, description="Tile cache hits and misses carry a `zoom` label too"
+        default=False,
+        description="Tile cache hits and misses "
+        "(`mapsvc_tile_cache_requests_total`) carry a `zoom` label too",
     )
 
 
@@ -465,23 +600,34 @@ class S3Settings(Concern):
     blank_fields = ("endpoint_url", "access_key_id", "secret_access_key")
 
     endpoint_url: str | None = Field(
-        default=None, description="URL of the S3-compatible endpoint; unset: no object storage"
+        default=None,
+        description="URL of the S3-compatible endpoint of the tile cache of `isS3=1` (e.g. "
+        "`http://127.0.0.1:9000`, `https://s3.eu-central-1.amazonaws.com`); unset: no "
+        "object storage, `isS3=1` answers 503",
     )
     bucket: str = Field(
-        default="mapsvc-tiles", min_length=3, max_length=63, description="Bucket of the tiles"
+        default="mapsvc-tiles",
+        min_length=3,
+        max_length=63,
+        description="Bucket of the tiles; it must exist (it is not created)",
     )
     prefix: str = Field(
-        default="", description="Folder of the tiles in the bucket (`tiles` = keys `tiles/…`)"
+        default="",
+        description="Folder of the tiles in the bucket: `tiles` gives keys `tiles/<style>/…`",
     )
     access_key_id: SecretStr | None = Field(
-        default=None, description="Access key; unset: boto3's own credential chain"
+        default=None,
+        description="Access key; unset together with the secret: boto3's own chain (`AWS_*` "
+        "variables, `~/.aws`, an instance role)",
     )
     secret_access_key: SecretStr | None = Field(
-        default=None, description="Secret key that goes with the access key"
+        default=None, description="Secret key of that access key (set both or neither)"
     )
-    region: str = Field(default="us-east-1", description="Region used to sign requests")
+    region: str = Field(default="us-east-1", description="Region the requests are signed for")
     addressing_style: Literal["path", "virtual", "auto"] = Field(
-        default="path", description="Bucket in the URL path (MinIO, moto) or in the host name"
+        default="path",
+        description="`path` (bucket in the URL path: MinIO, Ceph, moto; works on AWS too) or "
+        "`virtual` (bucket in the host name) or `auto`",
     )
 
     @model_validator(mode="after")
@@ -504,19 +650,22 @@ class RasterSettings(Concern):
 
     store: Literal["file", "s3"] = Field(
         default="file",
-        description="Where source rasters are read: `file` (`<work_dir>/map/raster`) or `s3` "
-        "(MAPSVC_RASTER_S3_BUCKET at MAPSVC_S3_ENDPOINT_URL, with the MAPSVC_S3_* keys)",
+        description="Where the source rasters are read: `file` (`<work_dir>/map/raster`) or `s3` "
+        "(`MAPSVC_RASTER_S3_BUCKET`, through GDAL's `/vsis3/`, at `MAPSVC_S3_ENDPOINT_URL` with "
+        "the `MAPSVC_S3_*` keys, region and addressing style; the endpoint must be set, and it "
+        "turns the `isS3=1` tile cache on as well)",
     )
     s3_bucket: str = Field(
         default="mapsvc-rasters",
         min_length=3,
         max_length=63,
-        description="Bucket of the source rasters when MAPSVC_RASTER_STORE is `s3`",
+        description="Bucket of the source rasters when `MAPSVC_RASTER_STORE` is `s3`; it "
+        "must exist (it is not created)",
     )
     s3_prefix: str = Field(
         default="",
-        description="Folder of the rasters in that bucket (`raster`: the path `single/a.tif` "
-        "is the key `raster/single/a.tif`)",
+        description="Folder of the rasters in that bucket: `raster` makes the path `single/a.tif` "
+        "the key `raster/single/a.tif` (raster ids, listings and `commpress/` are relative to it)",
     )
 
 
@@ -529,20 +678,31 @@ class ConvertSettings(Concern):
     blank_fields = ("server_address", "token")
 
     server_address: str | None = Field(
-        default=None, description="`ip:port` of the Convert gRPC server; unset: no client"
+        default=None,
+        description="`<ip>:<port>` of the Convert gRPC server (the spec's "
+        "`convertServerAddress`); unset: no client, `/pdf-merge` answers 503 "
+        "(`mapsvc up` sets it for its API)",
     )
     bind: str = Field(
         default="127.0.0.1",
-        description="Address the Convert server binds to (`0.0.0.0` or `::`: all interfaces)",
+        description="Address the Convert server binds to; `0.0.0.0` or `::` for all interfaces "
+        "(what spec 4.17 shows), e.g. in compose where the API reaches it over the network",
     )
     port: int = Field(
-        default=4003, ge=1, le=65535, description="Port `mapsvc convert-server` listens on"
+        default=4003,
+        ge=1,
+        le=65535,
+        description="Port `mapsvc convert-server` listens on (its first argument overrides it)",
     )
     token: SecretStr | None = Field(
-        default=None, description="Access token the Convert server checks and clients send"
+        default=None,
+        description="Access token: the server refuses calls without `authorization: "
+        "Bearer <token>`, clients send it",
     )
     max_message_bytes: int = Field(
-        default=536870912, ge=1024, description="Largest gRPC message each way (512 MiB)"
+        default=536870912,
+        ge=1024,
+        description="Largest gRPC message each way, for server and client (512 MiB)",
     )
     timeout_s: float = Field(
         default=120.0, gt=0, description="Deadline of a Convert call made by the API"
@@ -550,7 +710,8 @@ class ConvertSettings(Concern):
     max_pending: int = Field(
         default=20,
         ge=0,
-        description="Convert calls that may wait for one of the 10 workers; more are refused",
+        description="Convert calls that may wait for one of the 10 workers; past `10 + this` the "
+        'server refuses at once (`RESOURCE_EXHAUSTED`, the API answers `503` "busy")',
     )
 
     _check_address = field_validator("server_address")(host_port)
@@ -562,12 +723,16 @@ class UploadSettings(Concern):
     model_config = SettingsConfigDict(env_prefix="MAPSVC_UPLOAD_")
 
     max_bytes: int = Field(
-        default=128 * 1024 * 1024, ge=1024, description="Largest request body of `pdf-merge`"
+        default=128 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body of `pdf-merge` (128 MiB), and the most all its PDFs may "
+        "total on the Convert server; over it: `413`",
     )
     max_file_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
-        description="Largest PDF `pdf-merge` takes, uploaded or named by a work-dir path",
+        description="Largest PDF `pdf-merge` takes (64 MiB), uploaded or named by "
+        "a work-dir path; over it: `413`",
     )
 
 
@@ -579,10 +744,14 @@ class ProxySettings(Concern):
     comma_fields = ("allow_hosts", "trusted_addresses", "content_types", "cors_origins")
 
     allow_hosts: CommaList = Field(
-        default=(), description="Comma-separated hosts `gis-url-proxy` may fetch (`*.x.org`)"
+        default=(),
+        description="Comma-separated hosts `gis-url-proxy` may fetch (`tiles.example.org`, "
+        "`*.example.org` for its sub-domains); empty: every URL is refused",
     )
     trusted_addresses: CommaList = Field(
-        default=(), description="Comma-separated `ip:port` exempt from the private-range check"
+        default=(),
+        description="Comma-separated `ip:port` the proxy may reach although they are not public "
+        "(an internal WMS; the tests' fake server); everything else private stays refused",
     )
     content_types: CommaList = Field(
         default=split_commas(
@@ -590,18 +759,26 @@ class ProxySettings(Concern):
             "application/*+xml,text/xml,application/x-protobuf,"
             "application/vnd.mapbox-vector-tile,text/plain"
         ),
-        description="Comma-separated media types `gis-url-proxy` relays (`image/*`, `*+json`)",
+        description="Comma-separated media types the proxy relays (`type/*` and `type/*+suffix` "
+        "patterns); other answers are `520`. HTML and JavaScript are never relayed",
     )
     cors_origins: CommaList = Field(
         default=(),
-        description="Comma-separated origins `gis-url-proxy` allows (CORS); `*` any; empty none",
+        description="Comma-separated origins that may read proxied answers from a "
+        "browser (`https://map.example.org`; echoed in "
+        "`Access-Control-Allow-Origin`), or `*`; empty: no CORS header",
     )
     max_bytes: int = Field(
-        default=20 * 1024 * 1024, ge=1024, description="Largest body `gis-url-proxy` relays"
+        default=20 * 1024 * 1024, ge=1024, description="Largest body the proxy relays (20 MiB)"
     )
-    timeout_s: float = Field(default=30.0, gt=0, description="Longest time of one proxied fetch")
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest time of one proxied fetch, redirects included"
+    )
     max_redirects: int = Field(
-        default=5, ge=0, le=20, description="Redirects `gis-url-proxy` follows"
+        default=5,
+        ge=0,
+        le=20,
+        description="Redirects the proxy follows (each target checked like the first URL)",
     )
 
 
@@ -609,30 +786,40 @@ class SourceSettings(Concern):
     """Which provider or local source answers each integration endpoint. ``MAPSVC_*``."""
 
     geocode_provider: Literal["nominatim", "photon"] = Field(
-        default="nominatim", description="Provider of `geocode`"
+        default="nominatim", description="Provider of `geocode`: `nominatim` or `photon`"
     )
     reverse_a_provider: Literal["here", "nominatim", "photon"] = Field(
-        default="here", description="Provider of `geocoder_a` of `reverse-geocode`"
+        default="here",
+        description="Provider of `geocoder_a` of `reverse-geocode`: "
+        "`here`, `nominatim` or `photon`",
     )
     reverse_b_provider: Literal["mapbox", "nominatim", "photon"] = Field(
-        default="mapbox", description="Provider of `map` of `reverse-geocode`"
+        default="mapbox",
+        description="Provider of `map` of `reverse-geocode`: `mapbox`, `nominatim` or `photon`",
     )
     route_provider: Literal["osrm", "valhalla"] = Field(
-        default="osrm", description="Provider of `map-route`"
+        default="osrm", description="Provider of `map-route`: `osrm` or `valhalla`"
     )
     height_source: Literal["dem", "opentopodata", "dem+opentopodata"] = Field(
-        default="dem", description="Elevation source of `height`"
+        default="dem",
+        description="Source of `height`: `dem` (local DEMs in `<workDir>/map/dem`), "
+        "`opentopodata`, or `dem+opentopodata` (the provider for points no DEM covers)",
     )
     opentopodata_dataset: str = Field(
-        default="srtm90m", pattern=r"^[A-Za-z0-9_,-]+$", description="Open Topo Data dataset"
+        default="srtm90m",
+        pattern=r"^[A-Za-z0-9_,-]+$",
+        description="Dataset asked of Open Topo Data (`/v1/<dataset>`)",
     )
     dzk_source: Literal["local", "kadastr", "local+kadastr"] = Field(
-        default="local", description="Parcel source of `dzk`"
+        default="local",
+        description="Source of `dzk`: `local` (the PostGIS table), `kadastr`, or `local+kadastr` "
+        "(the provider when the table has no answer)",
     )
     parcels_table: str = Field(
         default="parcels",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
-        description="PostGIS table of land parcels",
+        description="PostGIS table of land parcels (`name` or `schema.name`), columns in "
+        "[Providers: `dzk`](api/providers.md#dzk)",
     )
 
 
@@ -647,60 +834,105 @@ class AuthSettings(Concern):
 
     admin_api_key: SecretStr | None = Field(
         default=None,
-        description=f"An API key accepted as an admin key (for automation), at least"
-        f" {ADMIN_KEY_MIN} characters",
+        description="A key accepted as an admin key, for automation (compared in constant time;"
+        f" never stored); at least {ADMIN_KEY_MIN} characters (`openssl rand -hex 32`), else no"
+        " process starts",
     )
     jwt_secrets: CommaList = Field(
         default=(),
-        description="Comma-separated `kid:secret` HS256 keys, the first signs, all verify;"
-        " unset: one is made and kept in `<work_dir>/auth/secrets.json`",
+        description="Comma-separated `kid:secret` HS256 keys (secrets of 32 bytes or more): the "
+        "first signs access tokens, all verify (rotation: put the new key first, keep the old one "
+        "until its tokens expire); empty: one is made and kept in `<work_dir>/auth/secrets.json` "
+        "(mode 0600), fine for one host",
     )
     jwt_ttl_s: int = Field(default=900, ge=30, description="Lifetime of an access token (JWT)")
     refresh_ttl_s: int = Field(
-        default=30 * 86400, ge=60, description="Lifetime of an OAuth 2.0 refresh token"
+        default=30 * 86400,
+        ge=60,
+        description="Lifetime of an OAuth 2.0 refresh token (30 days); each use gives a new one",
     )
-    auth_code_ttl_s: int = Field(
-        default=60, ge=5, le=600, description="Lifetime of an OAuth 2.0 authorization code"
+    code_ttl_s: int = Field(
+        validation_alias="auth_code_ttl_s",
+        default=60,
+        ge=5,
+        le=600,
+        description="Lifetime of an OAuth 2.0 authorization code (single use)",
     )
     public_layers: CommaList = Field(
         default=(),
-        description="Comma-separated layer ids whose read routes answer without credentials"
-        " (`*`: every layer)",
+        description="Comma-separated layer ids whose tiles, TileJSON and GeoJSON answer "
+        "without credentials; `*`: every layer",
     )
     cors_origins: CommaList = Field(
         default=("*",),
-        description="Comma-separated origins allowed to call the API from a browser (`*`: any)",
+        description="Comma-separated origins that may call the API from a browser; `*`: "
+        "any (then never with credentials)",
     )
     login_max_failures: int = Field(
-        default=5, ge=1, description="Failed logins of one account before it is locked for a while"
+        default=5,
+        ge=1,
+        description="Failed logins of one account from one client address before the account is "
+        "locked for that address (and only it) for `MAPSVC_LOGIN_LOCK_S` (`429 "
+        "account-locked`); from as many failures in a row from anywhere, the account's backoff "
+        "(1 s, doubling with each failure up to `MAPSVC_LOGIN_LOCK_S`) refuses addresses that "
+        "have failed on it, never one that has not",
     )
     login_lock_s: int = Field(
-        default=300, ge=1, description="How long an account stays locked after failed logins"
+        default=300,
+        ge=1,
+        description="How long a lock for an address lasts, the longest backoff, and the window "
+        "of every count of failed logins",
     )
     login_address_max_failures: int = Field(
-        default=20, ge=1, description="Failed logins from one address per lock period; then 429"
+        default=20,
+        ge=1,
+        description="Failed logins from one client address in that window, "
+        "whatever the accounts; then `429`",
     )
     rate_tiles_per_min: int = Field(
-        default=6000, ge=1, description="Raster and vector tiles per minute per caller"
+        default=6000,
+        ge=1,
+        description="Raster and vector tiles per minute per caller (a principal, or an "
+        "address when anonymous); then `429`",
     )
     rate_data_per_min: int = Field(
-        default=600, ge=1, description="Data answers (GeoJSON, listings, info) a minute per caller"
+        default=600,
+        ge=1,
+        description="GeoJSON, TileJSON, listings, statistics and metadata per minute per caller",
     )
     rate_providers_per_min: int = Field(
-        default=120, ge=1, description="Provider calls (geocode, route, …) per minute per caller"
+        default=120,
+        ge=1,
+        description="Provider calls (geocode, route, weather, height, proxy, "
+        "parcels) per minute per caller",
     )
     rate_jobs_per_min: int = Field(
-        default=30, ge=1, description="Job starts (configure, pre-tile, …) per minute per caller"
+        default=30,
+        ge=1,
+        description="Job starts (configure, compress, pre-tile, speed test, "
+        "PDF merge) per minute per caller",
     )
     rate_failed_auth_per_min: int = Field(
         default=30,
         ge=1,
-        description="API keys and tokens that are not valid per minute per client address;"
-        " then 429",
+        description="API keys and bearer tokens that are not valid, per minute per client address "
+        "(a window from the first); past it, keys and tokens from that address that are not valid "
+        "or not known without a look-up answer `429 rate-limited` with `Retry-After`, before any "
+        "PostgreSQL look-up. Valid tokens and keys looked up in the last 30 s still pass",
+    )
+    statement_timeout_ms: int = Field(
+        validation_alias="auth_statement_timeout_ms",
+        default=5000,
+        ge=100,
+        description="PostgreSQL statement timeout of the API's queries of the auth tables "
+        "(credential look-ups, logins, the admin routes); past it the request answers `503`. The "
+        "vector queries have their own, `MAPSVC_VECTOR_STATEMENT_TIMEOUT_MS`",
     )
     flower_basic_auth: SecretStr | None = Field(
         default=None,
-        description="`user:password` Flower asks for; unset: made and kept in the secrets file",
+        description="`login:password` Flower asks for; unset: `mapsvc:<random>` kept in the "
+        "secrets file. `mapsvc flower` and `mapsvc up` hand it to Flower in its environment "
+        "(`FLOWER_BASIC_AUTH`), never on its command line",
     )
 
     @field_validator("admin_api_key")
@@ -725,82 +957,108 @@ class Settings(Concern):
     blank_fields = ("front_resolver",)
     secret_fields = ("database_url", "redis_url")  # their passwords
 
-    work_dir: Path = Field(default=Path("work"), description="Root of map/raster, map/rtile, …")
+    work_dir: Path = Field(
+        default=Path("work"),
+        description="Root of `map/raster`, `map/rtile`, `map/mapnik`, `map/dem` (created on start)",
+    )
     demo_data_dir: Path | None = Field(
         default=None,
-        description="Folder `mapsvc demo-data` reads; unset: the checkout's deploy/demo-data",
+        description="Folder `mapsvc demo-data` copies rasters from and loads the countries from "
+        "(its `--data-dir` overrides it); unset: the checkout's `deploy/demo-data`. The Docker "
+        "image sets it to its copy, `/app/deploy/demo-data`",
     )
-    host: str = Field(default="127.0.0.1", description="Address the API binds to")
+    host: str = Field(default="127.0.0.1", description="Address the API (and Flower) bind to")
     port: int = Field(default=8000, ge=1, le=65535, description="Port of the API")
     front: Literal["auto", "nginx", "none"] = Field(
         default="auto",
-        description="`make run` puts nginx before the API for cached tiles (auto: if installed)",
+        description="`make run` (`mapsvc up`) puts nginx before the API to serve cached tiles "
+        "from disk: `nginx`, `none`, or `auto` (when nginx is installed)",
     )
     front_access_ttl_s: int = Field(
         default=5,
         ge=0,
         le=300,
-        description="How long the nginx front keeps the API's yes to a credential reading a "
-        "layer's cached tiles (0: asks every time)",
+        description="How long the front keeps the API's yes to a credential reading a layer's "
+        "cached tiles (`0`: asks every time)",
     )
     front_vtile_ttl_s: int = Field(
         default=60,
         ge=0,
         le=3600,
-        description="How long the nginx front keeps a vector tile of a public layer (0: never; "
-        "changes to its table reach clients through the front within this time)",
+        description="How long the front keeps a vector tile of a public layer (`0`: never); "
+        "changes to its table reach clients through the front within this time",
     )
     front_backend: str | None = Field(
         default=None,
-        description="host:port of the API that `mapsvc front` passes to "
-        "(default 127.0.0.1:MAPSVC_BACKEND_PORT; `api:8000` in compose.yaml)",
+        description="`host:port` of the API that `mapsvc front` passes to; unset: "
+        "`127.0.0.1:MAPSVC_BACKEND_PORT` (`api:8000` in `compose.yaml`)",
     )
     _check_backend = field_validator("front_backend")(host_port)
     front_resolver: str | None = Field(
         default=None,
         pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$",
-        description="DNS server nginx asks for the backend's address at request time (every "
-        "10 s at most), so a re-created API is found; unset: looked up once at start "
-        "(`127.0.0.11`, Docker's, in compose.yaml)",
+        description="DNS server (`address[:port]`) nginx asks for the backend's address at "
+        "request time, the answer kept 10 s, so a re-created API container is found "
+        "(`127.0.0.11`, Docker's, in `compose.yaml`); unset: the backend is looked up once, when "
+        "nginx starts, and its connections are kept open",
     )
     backend_port: int = Field(
         default=8001,
         ge=1,
         le=65535,
-        description="Port of the API on loopback when the nginx front listens on MAPSVC_PORT",
+        description="Port of the API on loopback when the nginx front listens on `MAPSVC_PORT`",
     )
     flower_port: int = Field(default=5555, ge=1, le=65535, description="Port of Flower")
     api_workers: int = Field(
-        default=1, ge=1, le=64, description="API processes started by `mapsvc serve` (uvicorn)"
+        default=1,
+        ge=1,
+        le=64,
+        description="API processes that `mapsvc serve` starts (uvicorn "
+        "workers; each has its own render pool)",
     )
     log_level: str = Field(default="INFO", description="Log level of every process")
     log_format: LogFormat = Field(
         default="auto",
-        description="Log lines of every process: plain text, one JSON object each, or auto "
-        "(text in a terminal, else JSON)",
+        description="Log lines of every process (API, workers, CLI): `json`, one JSON object each "
+        "(`time`, `level`, `logger`, `message`, and `request_id`, `job_id` when the line concerns "
+        "a request or a job); `text`, plain lines (`<time> <level> <logger> <message> "
+        "request=<id> job=<id>`); or `auto`, text when standard error is a terminal (`make run` "
+        "in a shell), JSON when it is not (a file, a pipe, a container's log)",
     )
     database_url: str = Field(
         default="postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc",
         description="SQLAlchemy URL of PostgreSQL with PostGIS",
     )
-    db_pool_size: int = Field(default=5, ge=1, description="Pooled connections per API process")
+    db_pool_size: int = Field(
+        default=5, ge=1, description="Pooled PostgreSQL connections per API process"
+    )
     db_max_overflow: int = Field(
-        default=5, ge=0, description="Connections past the pool size under load"
+        default=5, ge=0, description="Connections opened past the pool size under load"
     )
     db_pool_timeout_s: float = Field(
-        default=3.0, gt=0, description="Longest wait for a pooled connection (then 503)"
+        default=3.0,
+        gt=0,
+        description="Longest wait for a free connection; then `503` "
+        "(`/ready` has a connection of its own)",
     )
     redis_url: str = Field(
-        default="redis://127.0.0.1:6379/0", description="Redis: Celery broker, results, events"
+        default="redis://127.0.0.1:6379/0",
+        description="Redis: Celery broker and results, job records, event lines. With a "
+        "password (production Redis must have one: see "
+        "[Operations](operations.md#redis-is-a-trust-boundary)): "
+        "`redis://:password@host:6379/0` (`redis://user:password@…` for an ACL user; "
+        "percent-encode what is not a letter or digit)",
     )
     public_url: str = Field(
         default="",
         pattern=r"^(https?://[^/?#\s]+[^?#\s]*)?$",
-        description="Public base URL (`https://maps.example.org`) of links; unset: relative links",
+        description="Public base URL (`https://maps.example.org`, with any path prefix a proxy "
+        "adds); links in answers start with it; empty: relative links",
     )
     allowed_hosts: CommaList = Field(
         default=("127.0.0.1", "localhost", "::1"),
-        description="Comma-separated `Host` names the API answers (`*.example.org`, `*`: any)",
+        description="Comma-separated `Host` names the API answers for (`*.example.org`, `*` for "
+        "any); the host of `MAPSVC_PUBLIC_URL` is added; others get `400 invalid-host`",
     )
     languages: Annotated[frozenset[str], NoDecode] = Field(
         default=frozenset(
@@ -809,21 +1067,28 @@ class Settings(Concern):
                 "no,is,ga,ar,he,fa,hi,ja,ko,zh,vi,th,id"
             )
         ),
-        description="Comma-separated label languages a request may name (`lang`); others: 400",
+        description="Comma-separated languages a `lang` may name "
+        "(tiles, providers); others are `400`",
     )
     default_lang: str = Field(
         default="en",
         pattern=LANG_PATTERN,
-        description="Label language of tile URLs when a request names none",
+        description="Label language put into tile URLs when a request names "
+        "none (one of `MAPSVC_LANGUAGES`)",
     )
     cache_ttl_s: int = Field(
-        default=86400, ge=1, description="How long listing, stat and info results are cached"
+        default=86400,
+        ge=1,
+        description="How long listing, statistics and metadata answers are cached",
     )
     result_cache_max_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=0, description="Byte budget of cached listing, stat, info"
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="Byte budget of cached listing, statistics and metadata answers (64 MiB)",
     )
     diag_probe: bool = Field(
-        default=False, description="Serve `/diag/probe`, the pipeline probe job (off: 404)"
+        default=False,
+        description="Serve `/diag/probe` (the pipeline probe job); off, the route answers `404`",
     )
     tiles: TileSettings
     vector: VectorSettings
@@ -858,7 +1123,7 @@ class Settings(Concern):
         for attr, cls in self.concerns.items():
             mine = _take_flat(values, cls)
             if attr in values:
-                values[attr] = cls.model_validate({**dict(values[attr]), **mine})
+                values[attr] = cls.model_validate({**values[attr].keyed(), **mine})
             else:
                 values[attr] = cls(_env_file=_env_file, **mine)  # type: ignore[call-arg]
         super().__init__(_env_file=_env_file, **values)  # type: ignore[call-arg]
@@ -914,7 +1179,7 @@ class Settings(Concern):
         for attr, cls in self.concerns.items():
             mine = _take_flat(values, cls)
             if mine:
-                values[attr] = cls.model_validate({**dict(values[attr]), **mine})
+                values[attr] = cls.model_validate({**values[attr].keyed(), **mine})
         return self.model_validate(values)
 
     def ensure_work_dir(self) -> None:
@@ -924,25 +1189,26 @@ class Settings(Concern):
 
 
 def _take_flat(values: dict[str, Any], cls: type[Concern]) -> dict[str, Any]:
-    """Remove from ``values`` the fields of concern ``cls`` given by flat name; return them."""
+    """Remove from ``values`` the fields of concern ``cls`` given by flat name; return them
+    by key."""
     prefix = cls.flat_prefix()
-    return {name: values.pop(prefix + name) for name in cls.model_fields if prefix + name in values}
+    keys = [cls.key(name) for name in cls.model_fields]
+    return {key: values.pop(prefix + key) for key in keys if prefix + key in values}
 
 
-def _variables(prefix: str, concern: Concern) -> Iterator[tuple[str, object]]:
+def _variables(concern: Concern) -> Iterator[tuple[str, object]]:
     for name, value in concern:
         if isinstance(value, ProviderSettings):
             for field, item in value:
                 if field != "api_key" or name in KEYED_PROVIDERS:
                     yield f"MAPSVC_{name.upper()}_{field.upper()}", item
         elif not isinstance(value, Concern):
-            yield f"{prefix}{name.upper()}", value
+            yield concern.variable(name), value
 
 
 def env_values(settings: Settings) -> dict[str, object]:
     """Every setting by its environment variable name (``MAPSVC_…``), with its value."""
-    values = dict(_variables("MAPSVC_", settings))
-    for attr, cls in settings.concerns.items():
-        prefix = str(cls.model_config.get("env_prefix", ""))
-        values.update(_variables(prefix, getattr(settings, attr)))
+    values = dict(_variables(settings))
+    for attr in settings.concerns:
+        values.update(_variables(getattr(settings, attr)))
     return values

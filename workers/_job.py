@@ -48,7 +48,7 @@ class JobTask(Task):  # type: ignore[misc]
     acks_late = True
     reject_on_worker_lost = True
     #: starts allowed when the process running the job dies (Redis re-delivers it each time)
-    max_attempts = settings.jobs.job_max_attempts
+    max_attempts = settings.jobs.max_attempts
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         job_id = self.request.id

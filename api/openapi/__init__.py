@@ -1,15 +1,12 @@
-"""The OpenAPI 3.1 document of the API, built from the routes and small typed pieces.
+"""The OpenAPI 3.1 document of the API, generated from the endpoints (``api.endpoint``).
 
-Each route of ``api.routes.ROUTES`` is described by the :class:`Operation` of its name (the
-table is ``api.openapi.operations``, one module per routes module); the path and method come
-from the route itself. Response bodies are pydantic models (``api.openapi.models``) whose JSON
-schemas go to ``components.schemas``; every failure is ``ErrorResponse``. Parameter builders and
-shared parameters are in ``api.openapi.parameters``.
+``document`` builds it from each endpoint's declaration; response bodies are pydantic models
+(``models``, ``auth_models``) whose JSON schemas go to ``components.schemas``; ``answers``
+holds the response objects (the one error shape, JSON bodies, bytes, a job's ``202``).
 """
 
 from __future__ import annotations
 
 from api.openapi.document import openapi_document, openapi_path
-from api.openapi.operation import Operation
 
-__all__ = ["Operation", "openapi_document", "openapi_path"]
+__all__ = ["openapi_document", "openapi_path"]

@@ -1,19 +1,32 @@
-"""The OpenAPI 3.1 document: the routes' paths and methods with their operations."""
+"""The OpenAPI 3.1 document, built from the endpoints (``api.endpoint``), never written apart.
+
+Each endpoint gives its operation: the path and method, its ``query`` model's JSON schema as
+parameters (a field named in the path is a path parameter; a bound that is a setting shows its
+running value), its body model, its answer, the refusals its rule and budget may give and the
+errors it declares. Models referenced go to ``components.schemas``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable
+from typing import Any
 
-from starlette.routing import BaseRoute, Route
+from pydantic import BaseModel
 
-from api.access import RULES, Rule
-from api.openapi.models import Schema, components
-from api.openapi.operation import error_answer
-from api.openapi.operations import operations
+from api.access import Rule
+from api.endpoint import Endpoint
+from api.fields import JobQuery, setting_bounds
+from api.openapi.answers import error_answer, job_accepted, json_body
+from api.openapi.models import Schema, components, ref
 from shared.settings import Settings
 from shared.version import VERSION
 
-__all__ = ["openapi_document", "openapi_path"]
+__all__ = ["openapi_document", "openapi_path", "operation"]
+
+_JOB_PARAMETERS = frozenset(f.alias or n for n, f in JobQuery.model_fields.items())
+#: the errors of a route that starts a job: no such layer, a run going on, a plan too large
+_JOB_ERRORS = (404, 409, 422)
 
 
 def openapi_path(route_path: str) -> str:
@@ -54,36 +67,127 @@ def _security_schemes(prefix: str) -> Schema:
     }
 
 
-def _secured(op: Schema, rule: Rule) -> Schema:
-    """``op`` with the credentials its rule asks for and the refusals it may give."""
-    if rule.role is None:  # open; credentials widen a listing of public layers
-        return {**op, "security": [{}, *_CREDENTIALS] if rule.public else []}
+def _security(rule: Rule, own_credentials: bool) -> list[Schema] | None:
+    """The credentials an endpoint takes (None: the document's, any one of them)."""
+    if own_credentials or (rule.role is None and not rule.public):
+        return []
     if rule.public:  # `{}`: public layers need none
-        op = {**op, "security": [{}, *_CREDENTIALS]}
-    refusals = {401, 403, 429} | ({404} if rule.layers else set())
-    for status in sorted(refusals):
-        op["responses"].setdefault(str(status), error_answer(status))
+        return [{}, *_CREDENTIALS]
+    return None
+
+
+def _refusals(endpoint: Endpoint) -> set[int]:
+    """The errors of an endpoint: its own, its rule's and budget's, and always 400 and 503."""
+    rule = endpoint.rule
+    found = {400, 503, *endpoint.errors}
+    if endpoint.job is not None:
+        found |= set(_JOB_ERRORS)
+    if rule.role is not None:
+        found |= {401, 403} | ({404} if rule.layers else set())
+    if rule.role is not None or endpoint.budget is not None:
+        found.add(429)
+    return found
+
+
+def _schema_of(prop: Schema) -> Schema:
+    """A parameter's schema from a model property: no title, no ``null`` alternative."""
+    schema = {k: v for k, v in prop.items() if k not in {"title", "description", "examples"}}
+    alternatives = [s for s in schema.pop("anyOf", []) if s.get("type") != "null"]
+    if len(alternatives) == 1:
+        schema.update(alternatives[0])
+    elif alternatives:
+        schema["anyOf"] = alternatives
+    default = schema.pop("default", None)
+    if isinstance(default, bool):  # a flag: documented as its text
+        schema["default"] = "1" if default else "0"
+    elif default not in (None, ""):
+        schema["default"] = default
+    return schema
+
+
+def parameters(endpoint: Endpoint, settings: Settings) -> list[Schema]:
+    """The parameter objects of an endpoint: its query model's fields, then its headers."""
+    found: list[Schema] = []
+    model = endpoint.query
+    if model is not None:
+        schema = model.model_json_schema(by_alias=True)
+        required = set(schema.get("required", []))
+        bounds = setting_bounds(model, settings)
+        # the path's parameters first, in its order; those of every job route last
+        path = re.findall(r"{(\w+)", endpoint.path)
+        names = sorted(
+            schema["properties"],
+            key=lambda name: (
+                path.index(name) if name in path else len(path) + (name in _JOB_PARAMETERS)
+            ),
+        )
+        for name in names:
+            prop = schema["properties"][name]
+            where = "path" if name in endpoint.path_names else "query"
+            parameter: Schema = {
+                "name": name,
+                "in": where,
+                "required": where == "path" or name in required,
+                "description": prop.get("description", ""),
+                "schema": _schema_of(prop),
+            }
+            if name in bounds:
+                parameter["schema"]["maximum"] = bounds[name]
+            if prop.get("examples"):
+                parameter["example"] = prop["examples"][0]
+            found.append(parameter)
+    return [*found, *endpoint.headers]
+
+
+def _responses(endpoint: Endpoint) -> Schema:
+    answer = endpoint.answer
+    responses: dict[str, Any]
+    if isinstance(answer, type) and issubclass(answer, BaseModel):
+        first = (answer.__doc__ or answer.__name__).strip().splitlines()[0]
+        responses = {"200": json_body(answer, first)}
+    else:
+        responses = dict(answer or {})
+    if endpoint.job is not None:
+        responses["202"] = job_accepted()
+    for status in sorted(_refusals(endpoint)):
+        responses.setdefault(str(status), error_answer(status))
+    return responses
+
+
+def operation(endpoint: Endpoint, settings: Settings) -> Schema:
+    """The OpenAPI operation object of ``endpoint``."""
+    op: Schema = {
+        "operationId": endpoint.name,
+        "summary": endpoint.summary.replace("``", "`").rstrip("."),
+        "tags": [endpoint.tag],
+        "parameters": parameters(endpoint, settings),
+        "responses": _responses(endpoint),
+    }
+    body = endpoint.body
+    if isinstance(body, type):
+        schema = {"schema": ref(body, "validation")}
+        op["requestBody"] = {"required": True, "content": {endpoint.body_media: schema}}
+    elif body is not None:
+        op["requestBody"] = body
+    security = _security(endpoint.rule, endpoint.own_credentials)
+    if security is not None:
+        op["security"] = security
     return op
 
 
-def openapi_document(routes: Sequence[BaseRoute], settings: Settings, prefix: str) -> Schema:
-    """The OpenAPI 3.1 document of ``routes`` as mounted under ``prefix``.
+def openapi_document(endpoints: Iterable[Endpoint], settings: Settings, prefix: str) -> Schema:
+    """The OpenAPI 3.1 document of ``endpoints`` as mounted under ``prefix``.
 
     Args:
-        routes: the routes to describe (a route without an operation is left out, which the
-            test of the document catches).
+        endpoints: the endpoints under the mount (those not ``documented`` are left out).
         settings: the settings whose limits the parameters state.
         prefix: the mount, ``/api-user`` or ``/api/v1``: the document's server.
     """
-    table = operations(settings.tiles.tile_max_size, settings.vector.geojson_max_features)
     paths: dict[str, Schema] = {}
-    for route in routes:
-        if not isinstance(route, Route) or route.name not in table:
-            continue
-        item = paths.setdefault(openapi_path(route.path), {})
-        for method in sorted((route.methods or set()) - {"HEAD"}):
-            op = table[route.name].as_dict(route.name)
-            item[method.lower()] = _secured(op, RULES[route.name])
+    for endpoint in endpoints:
+        if endpoint.documented:
+            item = paths.setdefault(openapi_path(endpoint.path), {})
+            item[endpoint.method.lower()] = operation(endpoint, settings)
     return {
         "openapi": "3.1.0",
         "info": {

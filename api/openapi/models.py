@@ -6,13 +6,10 @@ Every failure is :class:`ErrorResponse`; :func:`components` gives the schemas of
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import models_json_schema
-
-from api.openapi import auth_models
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 __all__ = [
     "CacheDropped",
@@ -384,54 +381,22 @@ class Parcel(BaseModel):
     result: dict[str, Any]
 
 
-_MODELS: tuple[type[BaseModel], ...] = (
-    ErrorResponse,
-    auth_models.User,
-    auth_models.ApiKey,
-    auth_models.ApiKeyCreated,
-    auth_models.OAuthClient,
-    auth_models.OAuthClientCreated,
-    auth_models.Token,
-    auth_models.OAuthError,
-    auth_models.LoginAnswer,
-    Job,
-    JobList,
-    SseEvent,
-    FrontDoor,
-    Health,
-    Ready,
-    RasterListing,
-    RasterConfig,
-    RasterStat,
-    RasterInfo,
-    CompressResult,
-    TileDebug,
-    PretilePlan,
-    PretileResult,
-    SpeedTest,
-    ProbeResult,
-    FeatureCollection,
-    Feature,
-    TileJson,
-    VectorCatalogue,
-    CacheDropped,
-    ReverseGeocode,
-    Weather,
-    Elevations,
-    Parcel,
-)
+#: every model a reference points at (``ref``): ``components.schemas`` holds exactly these
+_REFERENCED: dict[str, tuple[type[BaseModel], JsonSchemaMode]] = {}
 
 
-def ref(model: type[BaseModel]) -> Schema:
-    """A reference to ``model``'s schema in ``components.schemas``."""
+def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> Schema:
+    """A reference to ``model``'s schema in ``components.schemas`` (which then holds it):
+    as it is answered, or with ``mode="validation"`` as a body is read into it."""
+    _REFERENCED.setdefault(model.__name__, (model, mode))
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-@lru_cache(maxsize=1)
 def components() -> dict[str, Schema]:
-    """The JSON schemas of the response bodies, keyed by model name."""
+    """The JSON schemas of every model referenced, keyed by model name (with the models
+    they use)."""
     _, top = models_json_schema(
-        [(model, "serialization") for model in _MODELS],
+        list(_REFERENCED.values()),
         ref_template="#/components/schemas/{model}",
     )
     schemas: dict[str, Schema] = top.get("$defs", {})

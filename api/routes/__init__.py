@@ -1,47 +1,63 @@
-"""The routes of the API, mounted under ``/api-user`` and again under ``/api/v1``."""
+"""Every endpoint of the API, and the routes derived from them: under ``/api-user`` and again
+under ``/api/v1``, and at the root (``api.endpoint``)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from api import metrics
-from api.access import guarded
+from api.access import Rule
+from api.endpoint import Endpoint, routes
 from api.links import api_prefix
 from api.openapi import openapi_document
+from api.openapi.answers import content
 from api.routes import admin, auth, jobs, pdf, providers, raster, system, tiles, vector, web
+from api.services import settings_of
 
-__all__ = ["ROOT_ROUTES", "ROUTES"]
+__all__ = ["ENDPOINTS", "MOUNTED", "ROOT_ROUTES", "ROUTES"]
 
 
 async def get_openapi(request: Request) -> JSONResponse:
-    """The OpenAPI 3.1 document of every route, its server the mount it was asked through."""
-    return JSONResponse(openapi_document(ROUTES, request.app.state.settings, api_prefix(request)))
+    """This document.
+
+    The OpenAPI 3.1 document of every endpoint under the mounts, its server the mount it was
+    asked through.
+    """
+    return JSONResponse(openapi_document(MOUNTED, settings_of(request), api_prefix(request)))
 
 
-#: the routes under each mount, each behind its rule (``api.access.RULES``)
-ROUTES: list[BaseRoute] = guarded(
-    [
-        *web.ROUTES,
-        *system.ROUTES,
-        Route("/openapi.json", get_openapi, methods=["GET"], name="get_openapi"),
-        *jobs.ROUTES,
-        *raster.ROUTES,
-        *tiles.ROUTES,
-        *vector.ROUTES,
-        *pdf.ROUTES,
-        *providers.ROUTES,
-        *auth.ROUTES,
-        *admin.ROUTES,
-        *metrics.ROUTES,
-    ]
+_OPENAPI = Endpoint(
+    "GET",
+    "/openapi.json",
+    get_openapi,
+    rule=Rule(None),
+    budget=None,
+    answer={"200": content("application/json", {"type": "object"}, "OpenAPI 3.1")},
+    tag="system",
 )
-#: the routes at the root: OAuth 2.0 with the login, the front door and ``/metrics`` (the same
-#: route objects as under each mount, guarded above), and the web pages with their files
-ROOT_ROUTES: list[BaseRoute] = [
-    *auth.ROUTES,
-    *web.ROUTES,
-    *metrics.ROUTES,
-    *guarded(web.PAGE_ROUTES),
+
+
+#: every endpoint, in routing order
+ENDPOINTS: list[Endpoint] = [
+    *web.ENDPOINTS,
+    *system.ENDPOINTS,
+    _OPENAPI,
+    *jobs.ENDPOINTS,
+    *raster.ENDPOINTS,
+    *tiles.ENDPOINTS,
+    *vector.ENDPOINTS,
+    *pdf.ENDPOINTS,
+    *providers.ENDPOINTS,
+    *auth.ENDPOINTS,
+    *admin.ENDPOINTS,
+    *metrics.ENDPOINTS,
 ]
+#: the endpoints under each mount (the OpenAPI document's)
+MOUNTED: list[Endpoint] = [e for e in ENDPOINTS if e.place != "root"]
+#: the routes under each mount
+ROUTES: list[BaseRoute] = list(routes(ENDPOINTS, root=False))
+#: the routes at the root: OAuth 2.0 with the login, the front door and ``/metrics``, and the
+#: web pages with their files
+ROOT_ROUTES: list[BaseRoute] = list(routes(ENDPOINTS, root=True))

@@ -1,27 +1,41 @@
 """Getting tokens: OAuth 2.0 (``/oauth/token``, ``/oauth/authorize``) and ``POST /api/auth``.
 
 The token endpoint answers errors in RFC 6749's own form (``{"error": "invalid_grant",
-"error_description": …}``), which OAuth client libraries read; every other route keeps the
-service's error shape. Passwords are checked with the same throttles as Basic logins.
+"error_description": …}``), which OAuth client libraries read, and the authorization endpoint
+as RFC 6749 4.1.2.1 says (a page for the user, or a redirect with the error); every other route
+keeps the service's error shape. Passwords are checked with the same throttles as Basic logins.
+Each route reads credentials of its own, and answers at the root as well as under each mount.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+import re
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 import shared.auth.oauth as oauth
+from api.access import Rule
 from api.authn import read_credentials
-from api.params import FORM_MAX_BYTES, capped
+from api.bodies import FORM_MAX_BYTES, capped
+from api.endpoint import Endpoint
+from api.fields import Query
+from api.openapi import auth_models as m
+from api.openapi.answers import content, json_body
+from api.openapi.models import ErrorResponse, Schema, ref
 from api.services import services
-from shared.auth.errors import InvalidRequestError, OAuthError
+from shared.auth.errors import (
+    InvalidClientError,
+    InvalidRequestError,
+    OAuthError,
+    UnsupportedGrantTypeError,
+)
 from shared.auth.tokens import issue_access_token
 from shared.auth.users import User
 from shared.errors import (
@@ -31,8 +45,9 @@ from shared.errors import (
     UnauthorizedError,
 )
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
 
+M = TypeVar("M", bound=BaseModel)
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 #: the authorize page may not be framed (clickjacking) nor run scripts
 _PAGE_HEADERS = {
@@ -40,7 +55,16 @@ _PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
 }
-_MAX_FIELD = 4096
+_FORM = "application/x-www-form-urlencoded"
+
+
+class AuthorizeQuery(Query, m.AuthorizeRequest):
+    """The authorization request of ``GET /oauth/authorize``, in the query."""
+
+    response_type: m.ResponseType = Field(
+        description="`code`; another is sent back to the redirect URI as"
+        " `unsupported_response_type`",
+    )
 
 
 async def _fields(request: Request) -> dict[str, str]:
@@ -60,17 +84,35 @@ async def _fields(request: Request) -> dict[str, str]:
         items = list(form.items())
     fields = {}
     for name, value in items:
-        if not isinstance(value, str) or len(value) > _MAX_FIELD:
+        if not isinstance(value, str) or len(value) > m.MAX_FIELD:
             raise InvalidInputError(f"{name} must be a string", parameter=name)
         fields[name] = value
     return fields
 
 
-def _need(fields: dict[str, str], name: str) -> str:
-    value = fields.get(name, "")
-    if not value:
-        raise InvalidRequestError(f"{name} is required")
-    return value
+async def _form(request: Request, model: type[M]) -> M:
+    """The body's fields (:func:`_fields`; an empty one is an absent one) as ``model``.
+
+    Read here rather than by the endpoint's wrapper: these bodies are JSON or a form, and the
+    token endpoint words every refusal as RFC 6749 does.
+
+    Raises:
+        InvalidInputError: a field missing or refused (``detail.parameter`` names it).
+        UnsupportedGrantTypeError: a ``grant_type`` the token endpoint does not know.
+    """
+    fields = {name: value for name, value in (await _fields(request)).items() if value}
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        context = error.get("ctx", {})
+        if error["type"] == "union_tag_invalid":  # the one union: the token form's grants
+            raise UnsupportedGrantTypeError(f"unsupported grant type {context['tag']!r}") from None
+        # an error of no field is the union's: its tag (``'grant_type'``) is missing
+        name = str(error["loc"][-1]) if error["loc"] else context["discriminator"].strip("'")
+        if error["type"] in {"missing", "union_tag_not_found"}:
+            raise InvalidInputError(f"{name} is required", parameter=name) from None
+        raise InvalidInputError(f"{name}: {error['msg']}", parameter=name) from None
 
 
 async def _login(request: Request, login: str, password: str) -> User:
@@ -106,8 +148,9 @@ def _oauth_error(exc: MapsvcError) -> JSONResponse:
 
 
 async def post_token(request: Request) -> Response:
-    """``POST /oauth/token`` (RFC 6749): the password, refresh_token and authorization_code
-    grants; the client authenticates with ``client_id``/``client_secret`` or HTTP Basic."""
+    """OAuth 2.0 token endpoint (RFC 6749): password, refresh_token, authorization_code
+
+    The client authenticates with ``client_id``/``client_secret`` or HTTP Basic."""
     try:
         return await _token(request)
     except MapsvcError as exc:
@@ -117,42 +160,42 @@ async def post_token(request: Request) -> Response:
 
 
 async def _token(request: Request) -> Response:
-    fields = await _fields(request)
+    grant = (await _form(request, m.TokenForm)).root
     svc = services(request)
     engine, auth = svc.authenticator.engine, svc.settings.auth
-    client_id, secret = fields.get("client_id", ""), fields.get("client_secret") or None
+    client_id, secret = grant.client_id, grant.client_secret
     basic = read_credentials(request.headers, request.query_params)
     if basic is not None and basic.kind == "basic":  # client authentication (RFC 6749 2.3.1)
         client_id, secret = basic.login, basic.secret
     if not client_id:
         raise InvalidRequestError("client_id is required")
+    if not re.fullmatch(m.CLIENT_ID_PATTERN, client_id):  # HTTP Basic's: no client has it
+        raise InvalidClientError("unknown client or wrong client credentials")
     client = await run_in_threadpool(oauth.check_client, engine, client_id, secret)
-    grant = _need(fields, "grant_type")
-    oauth.check_grant_type(client, grant)
-    if grant == "password":
-        user = await _login(request, _need(fields, "username"), _need(fields, "password"))
+    oauth.check_grant_type(client, grant.grant_type)
+    if isinstance(grant, m.PasswordGrant):
+        user = await _login(request, grant.username, grant.password)
         refresh = await run_in_threadpool(
             oauth.issue_refresh_token, engine, user.id, client.client_id, auth.refresh_ttl_s
         )
         return _token_answer(request, user, refresh)
-    if grant == "refresh_token":
+    if isinstance(grant, m.RefreshGrant):
         user, refresh = await run_in_threadpool(
             oauth.rotate_refresh_token,
             engine,
-            _need(fields, "refresh_token"),
+            grant.refresh_token,
             client.client_id,
             auth.refresh_ttl_s,
         )
         return _token_answer(request, user, refresh)
-    # authorization_code (check_grant_type refused every other grant); a code shown again
-    # revokes the refresh tokens issued from it
+    # authorization_code; a code shown again revokes the refresh tokens issued from it
     user, refresh = await run_in_threadpool(
         oauth.exchange_code,
         engine,
-        _need(fields, "code"),
+        grant.code,
         client.client_id,
-        _need(fields, "redirect_uri"),
-        fields.get("code_verifier") or None,
+        grant.redirect_uri,
+        grant.code_verifier,
         auth.refresh_ttl_s,
     )
     return _token_answer(request, user, refresh)
@@ -175,24 +218,19 @@ button{{margin-top:1rem;padding:.5rem 1rem;font:inherit}}.error{{color:#a00}}</s
 </form></body></html>
 """
 
-_AUTHORIZE_FIELDS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "scope",
-)
-
 
 def _page(
-    request: Request, client_name: str, fields: dict[str, str], error: str = "", status: int = 200
+    request: Request,
+    client_name: str,
+    asked: m.AuthorizeRequest,
+    error: str = "",
+    status: int = 200,
 ) -> HTMLResponse:
+    """The login and consent page, the authorization request ``asked`` in hidden fields."""
     hidden = "".join(
-        f'<input type="hidden" name="{name}" value="{html.escape(fields[name])}">'
-        for name in _AUTHORIZE_FIELDS
-        if fields.get(name)
+        f'<input type="hidden" name="{name}" value="{html.escape(value)}">'
+        for name in m.AuthorizeRequest.model_fields
+        if (value := getattr(asked, name))
     )
     body = _PAGE.format(
         client=html.escape(client_name),
@@ -211,92 +249,164 @@ def _error_page(message: str, status: int = 400) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers=_PAGE_HEADERS)
 
 
-def _redirect(redirect_uri: str, params: dict[str, str]) -> RedirectResponse:
-    glue = "&" if "?" in redirect_uri else "?"
-    return RedirectResponse(
-        f"{redirect_uri}{glue}{urlencode(params)}", status_code=302, headers=_NO_STORE
-    )
+def _redirect(asked: m.AuthorizeRequest, params: dict[str, str]) -> RedirectResponse:
+    """Back to the request's redirect URI with ``params``, and its ``state`` if it had one."""
+    if asked.state:
+        params = {**params, "state": asked.state}
+    uri = asked.redirect_uri
+    glue = "&" if "?" in uri else "?"
+    return RedirectResponse(f"{uri}{glue}{urlencode(params)}", status_code=302, headers=_NO_STORE)
 
 
-async def _checked_client(request: Request, fields: dict[str, str]) -> oauth.Client:
+async def _checked_client(request: Request, asked: m.AuthorizeRequest) -> oauth.Client:
     """The client of an authorize request whose ``redirect_uri`` is one of its own, exactly.
 
     Raises:
         MapsvcError: unknown client or redirect URI; the page says so and never redirects.
     """
     engine = services(request).authenticator.engine
-    client = await run_in_threadpool(oauth.get_client, engine, fields.get("client_id", ""))
-    if fields.get("redirect_uri") not in client.redirect_uris:
+    client = await run_in_threadpool(oauth.get_client, engine, asked.client_id)
+    if asked.redirect_uri not in client.redirect_uris:
         raise InvalidInputError("the redirect_uri is not one registered for this client")
     return client
 
 
-async def get_authorize(request: Request) -> Response:
-    """``GET /oauth/authorize``: the login and consent page of the authorization code grant."""
-    fields = {name: request.query_params.get(name, "")[:_MAX_FIELD] for name in _AUTHORIZE_FIELDS}
+async def get_authorize(request: Request, query: AuthorizeQuery) -> Response:
+    """OAuth 2.0 authorization endpoint: the login and consent page
+
+    Of the authorization code grant; an unknown client or redirect URI is a page saying so,
+    another ``response_type`` a redirect with ``unsupported_response_type``."""
     try:
-        client = await _checked_client(request, fields)
+        client = await _checked_client(request, query)
     except MapsvcError as exc:
         return _error_page(exc.message)
-    if fields["response_type"] != "code":
-        return _redirect(
-            fields["redirect_uri"],
-            {"error": "unsupported_response_type", "state": fields["state"]},
-        )
-    return _page(request, client.name, fields)
+    if query.response_type != "code":
+        return _redirect(query, {"error": "unsupported_response_type"})
+    return _page(request, client.name, query)
 
 
-async def post_authorize(request: Request) -> Response:
-    """The login form posted: a code sent to the client's redirect URI, or the page again."""
+async def post_authorize(request: Request, form: m.AuthorizeForm) -> Response:
+    """The login form: back to the redirect URI with a code
+
+    Or with ``access_denied``, or an OAuth error (a public client without PKCE); a wrong login
+    shows the page again."""
     try:
-        fields = await _fields(request)
-        client = await _checked_client(request, fields)
+        client = await _checked_client(request, form)
     except MapsvcError as exc:
         return _error_page(exc.message)
-    state = {"state": fields["state"]} if fields.get("state") else {}
-    if fields.get("decision") != "allow":
-        return _redirect(fields["redirect_uri"], {"error": "access_denied", **state})
+    if form.decision != "allow":
+        return _redirect(form, {"error": "access_denied"})
+    svc = services(request)
     try:
-        user = await _login(request, fields.get("login", ""), fields.get("password", ""))
+        user = await _login(request, form.login or "", form.password or "")
         code = await run_in_threadpool(
             oauth.issue_code,
-            services(request).authenticator.engine,
+            svc.authenticator.engine,
             client.client_id,
             user.id,
-            fields["redirect_uri"],
-            fields.get("code_challenge") or None,
-            fields.get("code_challenge_method") or None,
-            services(request).settings.auth.auth_code_ttl_s,
+            form.redirect_uri,
+            form.code_challenge or None,
+            form.code_challenge_method or None,
+            svc.settings.auth.code_ttl_s,
         )
     except OAuthError as exc:  # a public client without PKCE, say: the client's mistake
-        return _redirect(
-            fields["redirect_uri"],
-            {"error": str(exc.detail["oauth_error"]), "error_description": exc.message, **state},
-        )
+        oauth_error = str(exc.detail["oauth_error"])
+        return _redirect(form, {"error": oauth_error, "error_description": exc.message})
     except MapsvcError as exc:  # wrong login, locked account, throttled: the user's
-        return _page(request, client.name, fields, exc.message, status=401)
-    return _redirect(fields["redirect_uri"], {"code": code, **state})
+        return _page(request, client.name, form, exc.message, status=401)
+    return _redirect(form, {"code": code})
 
 
 async def post_login(request: Request) -> JSONResponse:
-    """``POST /api/auth`` with ``login`` (or ``user``) and ``password``: ``{id, login, token}``,
-    the token a JWT access token."""
-    fields = await _fields(request)
-    login = fields.get("login") or fields.get("user") or fields.get("username") or ""
-    password = fields.get("password", "")
-    if not login or not password:
-        raise InvalidInputError("login and password are required", parameter="login")
-    user = await _login(request, login, password)
+    """Log in: the user's id, login and an access token
+
+    ``login`` (or ``user``, ``username``) and ``password``, as JSON or a form: ``{id, login,
+    token}``, the token a JWT access token."""
+    form = await _form(request, m.Login)
+    user = await _login(request, form.login, form.password)
     svc = services(request)
     token = issue_access_token(svc.authenticator.keys, user, svc.settings.auth.jwt_ttl_s)
     return JSONResponse({"id": user.id, "login": user.login, "token": token}, headers=_NO_STORE)
 
 
+def _body(model: type[BaseModel], *media: str) -> Schema:
+    """The request body object of a body the handler reads itself, as ``model`` says."""
+    schema = {"schema": ref(model, "validation")}
+    return {"required": True, "content": dict.fromkeys(media, schema)}
+
+
+_HTML: Schema = {"type": "string"}
+#: the refusals of the authorization endpoint: a page for the user, or a malformed request
+_CANNOT: Schema = {
+    "description": "A page saying why not (an unknown client or redirect URI), or a malformed"
+    " request",
+    "content": {
+        "text/html": {"schema": _HTML},
+        "application/json": {"schema": ref(ErrorResponse)},
+    },
+}
+
+
+def _auth(method: str, path: str, handler: Any, **declared: Any) -> Endpoint:
+    """A route that reads credentials of its own, open to anyone, at the root too."""
+    return Endpoint(
+        method,
+        path,
+        handler,
+        rule=Rule(None),
+        budget=None,
+        tag="auth",
+        own_credentials=True,
+        place="mounts+root",
+        **declared,
+    )
+
+
 #: the OAuth routes and the login, under each mount and at the root (``/api/auth``,
 #: ``/api-user/api/auth``, ``/api/v1/api/auth``)
-ROUTES = [
-    Route("/oauth/token", post_token, methods=["POST"], name="post_token"),
-    Route("/oauth/authorize", get_authorize, methods=["GET"], name="get_authorize"),
-    Route("/oauth/authorize", post_authorize, methods=["POST"], name="post_authorize"),
-    Route("/api/auth", post_login, methods=["POST"], name="post_login"),
+ENDPOINTS = [
+    _auth(
+        "POST",
+        "/oauth/token",
+        post_token,
+        body=_body(m.TokenForm, _FORM),
+        answer={
+            "200": json_body(m.Token, "The tokens"),
+            "400": json_body(m.OAuthError, "Refused (RFC 6749 section 5.2)"),
+            "401": json_body(m.OAuthError, "Unknown client or wrong secret"),
+        },
+        errors=(429,),
+    ),
+    _auth(
+        "GET",
+        "/oauth/authorize",
+        get_authorize,
+        query=AuthorizeQuery,
+        answer={
+            "200": content("text/html", _HTML, "The login and consent page"),
+            "302": {"description": "Back to the redirect URI with an error"},
+            "400": _CANNOT,
+        },
+    ),
+    _auth(
+        "POST",
+        "/oauth/authorize",
+        post_authorize,
+        body=m.AuthorizeForm,
+        body_media=_FORM,
+        answer={
+            "302": {"description": "To the redirect URI"},
+            "400": _CANNOT,
+            "401": content("text/html", _HTML, "The login and consent page"),
+        },
+        errors=(413,),
+    ),
+    _auth(
+        "POST",
+        "/api/auth",
+        post_login,
+        body=_body(m.Login, "application/json", _FORM),
+        answer={"200": json_body(m.LoginAnswer, "Logged in")},
+        errors=(401, 413, 429),
+    ),
 ]

@@ -2,76 +2,134 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from api.access import principal_of
-from api.jobs import JOB_STATES, MAX_JOBS_SCANNED, JobQuery, check_job_id
-from api.params import int_param, text_param
+from api.access import Rule, principal_of
+from api.endpoint import Endpoint, Job
+from api.fields import JobQuery, Query, Text, job_id, stream_entry
+from api.jobs import JOB_STATES, MAX_JOBS_SCANNED
+from api.jobs import JobQuery as Selection
+from api.openapi.answers import content, json_body
+from api.openapi.models import Job as JobDescriptor
+from api.openapi.models import JobList, ProbeResult, Schema, SseEvent, ref
 from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
-from shared.diag import MAX_PROBE_STEPS, check_probe_params
-from shared.errors import InvalidInputError, NotFoundError
+from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS, check_probe_params
+from shared.errors import NotFoundError
 from shared.raster.paths import MAX_ID_CHARS
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
 
 
-async def list_jobs(request: Request) -> JSONResponse:
-    """The jobs collection (spec 4.0 rule 3): newest first, one page, filtered by query.
+def _job_state(value: str) -> str:
+    if value not in JOB_STATES:
+        raise PydanticCustomError(
+            "enum", "must be one of {expected}", {"expected": ", ".join(JOB_STATES)}
+        )
+    return value
+
+
+#: a job's state, one of :data:`~api.jobs.JOB_STATES`
+_State = Annotated[
+    str,
+    AfterValidator(_job_state),
+    WithJsonSchema({"type": "string", "enum": list(JOB_STATES)}),
+]
+
+
+class ListQuery(Query):
+    """Which jobs to list, in which order, which page."""
+
+    kind: str | None = Text(
+        64, default=None, description="Only jobs of this kind (pretile, raster-config, …)"
+    )
+    state: _State | None = Field(None, description="Only jobs in this state")
+    layer: str | None = Text(MAX_ID_CHARS, default=None, description="Only jobs about this layer")
+    order: Literal["-created", "created"] = Field(
+        "-created",
+        alias="ord",
+        description="Order: `-created` (newest first, the default) or `created`",
+    )
+    limit: int = Field(50, ge=1, le=200, description="Jobs per page")
+    offset: int = Field(0, ge=0, le=MAX_JOBS_SCANNED, description="Jobs skipped")
+
+
+class JobIdQuery(Query):
+    """A job named by the path."""
+
+    job_id: str = job_id()
+
+
+class EventsQuery(Query):
+    """Where an event stream resumes (``Last-Event-ID``, a header, comes first)."""
+
+    after: str | None = stream_entry()
+
+
+class JobEventsQuery(EventsQuery):
+    """A job's event stream, and where it resumes."""
+
+    job_id: str = job_id()
+
+
+class ProbeQuery(JobQuery):
+    """The probe's lines, their pace, and the step it fails at."""
+
+    steps: int = Field(3, ge=1, le=MAX_PROBE_STEPS, description="Lines to write")
+    delay_ms: int = Field(100, ge=0, le=MAX_PROBE_DELAY_MS, description="Pause between lines")
+    fail_at: int = Field(0, ge=0, le=MAX_PROBE_STEPS, description="Fail at this step (0: never)")
+
+
+async def list_jobs(request: Request, query: ListQuery) -> JSONResponse:
+    """The jobs collection: newest first, one page; operators see every job.
 
     ``kind``, ``state``, ``layer`` select; ``ord`` is ``-created`` (default) or ``created``;
-    ``limit`` (1–200, 50) and ``offset`` page. Callers see their own jobs; operators those of
-    the layers they see too (every job, when not limited to layers).
+    ``limit`` and ``offset`` page (spec 4.0 rule 3). Callers see their own jobs; operators
+    those of the layers they see too (every job, when not limited to layers).
     """
-    q = request.query_params
-    state = q.get("state") or None
-    if state is not None and state not in JOB_STATES:
-        raise InvalidInputError(
-            f"state is one of {', '.join(JOB_STATES)}", parameter="state", value=state[:64]
-        )
-    order = q.get("ord") or "-created"
-    if order not in ("created", "-created"):
-        raise InvalidInputError(
-            "ord is created or -created (newest first)", parameter="ord", value=order[:64]
-        )
-    query = JobQuery(
-        kind=text_param(request, "kind", 64),
-        state=state,
-        layer=text_param(request, "layer", MAX_ID_CHARS),
-        newest_first=order == "-created",
-        limit=int_param(request, "limit", 50, 1, 200),
-        offset=int_param(request, "offset", 0, 0, MAX_JOBS_SCANNED),
+    selection = Selection(
+        kind=query.kind,
+        state=query.state,
+        layer=query.layer,
+        newest_first=query.order == "-created",
+        limit=query.limit,
+        offset=query.offset,
     )
-    return JSONResponse(await services(request).jobs.listing(request, query))
+    return JSONResponse(await services(request).jobs.listing(request, selection))
 
 
-async def get_job(request: Request) -> JSONResponse:
-    """State, progress, result or error of one job."""
-    job = await services(request).jobs.describe(request.path_params["job_id"], request)
-    return JSONResponse(job)
+async def get_job(request: Request, query: JobIdQuery) -> JSONResponse:
+    """A job's state, progress, result or error."""
+    return JSONResponse(await services(request).jobs.describe(query.job_id, request))
 
 
-async def delete_job(request: Request) -> JSONResponse:
-    """Cancel a job: 200 when it ended now, 202 when it stops at its next progress line."""
+async def delete_job(request: Request, query: JobIdQuery) -> JSONResponse:
+    """Cancel a job.
+
+    ``200`` when it ended now (it was queued), ``202`` when it stops at its next progress line.
+    """
     jobs = services(request).jobs
-    job_id = request.path_params["job_id"]
-    ended = await jobs.cancel(job_id, principal_of(request))
-    return JSONResponse(await jobs.describe(job_id, request), 200 if ended else 202)
+    ended = await jobs.cancel(query.job_id, principal_of(request))
+    return JSONResponse(await jobs.describe(query.job_id, request), 200 if ended else 202)
 
 
-async def get_job_events(request: Request) -> Response:
-    """The job's lines as SSE, from the start (or ``Last-Event-ID``) to its final line.
+async def get_job_events(request: Request, query: JobEventsQuery) -> Response:
+    """The job's lines as SSE, from the start (or after Last-Event-ID) to its final line.
 
     ``204`` when the client has already seen the final line (an ``EventSource`` stops there).
     """
     jobs = services(request).jobs
-    job_id = check_job_id(request.path_params["job_id"])
+    job_id = query.job_id
     await jobs.describe(job_id, request)  # 404 for an unknown job, or another's
     stream = events.job_stream(job_id)
-    after = await job_resume_point(request, jobs.aredis, stream)
+    after = await job_resume_point(request, query.after, jobs.aredis, stream)
     if after is None:
         return Response(status_code=204)
 
@@ -89,42 +147,114 @@ async def get_job_events(request: Request) -> Response:
     )
 
 
-async def get_events(request: Request) -> Response:
-    """Every job's lines as SSE, each starting with its job id; new lines unless resumed.
+async def get_events(request: Request, query: EventsQuery) -> Response:
+    """Every job's lines as SSE, each starting with its job id.
 
-    Only for operators not limited to layers (the rule says so): the lines are every layer's.
+    New lines only, unless resumed. Only for operators not limited to layers (the rule says
+    so): the lines are every layer's.
     """
     return await sse_response(
         request,
         services(request).jobs,
         events.ALL_JOBS_STREAM,
-        resume_point(request, "$"),
+        resume_point(request, query.after, "$"),
         end_on_final=False,
         with_job_id=True,
     )
 
 
-async def get_probe(request: Request) -> Response:
-    """Run the pipeline probe job (heavy-endpoint reply: result, or 202 with the job).
+async def get_probe(request: Request, query: ProbeQuery) -> Response:
+    """The pipeline probe: a job that only reports.
 
-    Off unless ``MAPSVC_DIAG_PROBE`` is set: then the route answers as if it did not exist.
+    The heavy-endpoint reply: its result, or ``202`` with the job. Off unless
+    ``MAPSVC_DIAG_PROBE`` is set: then the route answers as if it did not exist.
     """
     svc = services(request)
     if not svc.jobs.settings.diag_probe:
         raise NotFoundError(f"no route {request.method} {request.url.path}")
-    steps = int_param(request, "steps", 3, 1, MAX_PROBE_STEPS)
-    delay_ms = int_param(request, "delay_ms", 100, 0, 10000)
-    fail_at = int_param(request, "fail_at", 0, 0, MAX_PROBE_STEPS)
-    check_probe_params(steps, delay_ms, fail_at)
-    params = {"steps": steps, "delay_ms": delay_ms, "fail_at": fail_at}
-    return await svc.jobs.reply(request, "probe", "diag.probe", params)
+    check_probe_params(query.steps, query.delay_ms, query.fail_at)  # fail_at <= steps
+    params = {"steps": query.steps, "delay_ms": query.delay_ms, "fail_at": query.fail_at}
+    return await svc.jobs.reply(request, params, run_async=query.run_async)
 
 
-ROUTES = [
-    Route("/jobs", list_jobs, methods=["GET"], name="list_jobs"),
-    Route("/jobs/{job_id}", get_job, methods=["GET"], name="get_job"),
-    Route("/jobs/{job_id}", delete_job, methods=["DELETE"], name="delete_job"),
-    Route("/jobs/{job_id}/events", get_job_events, methods=["GET"], name="get_job_events"),
-    Route("/events", get_events, methods=["GET"], name="get_events"),
-    Route("/diag/probe", get_probe, methods=["GET"], name="get_probe"),
+def _last_event_id() -> Schema:
+    """The ``Last-Event-ID`` header: what ``after`` says, and before it."""
+    after: dict[str, Any] = EventsQuery.model_json_schema()["properties"]["after"]
+    schema = next(s for s in after["anyOf"] if s.get("type") == "string")
+    return {
+        "name": "Last-Event-ID",
+        "in": "header",
+        "required": False,
+        "description": after["description"],
+        "schema": schema,
+    }
+
+
+_SSE = {
+    "200": content(
+        "text/event-stream",
+        ref(SseEvent),
+        "Server-Sent Events: `id: <entry id>` and `data: <line>` per line",
+    )
+}
+#: an endpoint of the jobs' group: watching and stopping jobs spends no budget
+_endpoint = functools.partial(Endpoint, budget=None, tag="jobs")
+#: a reader's look at, or hand on, one job (the job store says whose it is)
+_one_job = functools.partial(_endpoint, rule=Rule("reader"))
+#: a GET of the jobs' group
+_get = functools.partial(_endpoint, "GET")
+
+ENDPOINTS = [
+    _get(
+        "/jobs",
+        list_jobs,
+        rule=Rule("reader", layers=("layer",)),
+        query=ListQuery,
+        answer={"200": json_body(JobList, "One page of jobs; `next`: the next page's URL")},
+    ),
+    _one_job(
+        "GET",
+        "/jobs/{job_id}",
+        get_job,
+        query=JobIdQuery,
+        answer={"200": json_body(JobDescriptor, "The job descriptor")},
+        errors=(404,),
+    ),
+    _one_job(
+        "DELETE",
+        "/jobs/{job_id}",
+        delete_job,
+        query=JobIdQuery,
+        answer={
+            "200": json_body(JobDescriptor, "The job ended now (it was queued)"),
+            "202": json_body(JobDescriptor, "The job stops at its next progress line"),
+        },
+        errors=(404, 409),
+    ),
+    _one_job(
+        "GET",
+        "/jobs/{job_id}/events",
+        get_job_events,
+        query=JobEventsQuery,
+        headers=(_last_event_id(),),
+        answer=_SSE,
+        errors=(404,),
+    ),
+    _get(
+        "/events",
+        get_events,
+        rule=Rule("operator", every_layer=True),
+        query=EventsQuery,
+        headers=(_last_event_id(),),
+        answer=_SSE,
+    ),
+    _get(
+        "/diag/probe",
+        get_probe,
+        rule=Rule("operator"),
+        budget="jobs",  # it starts jobs like any other
+        query=ProbeQuery,
+        answer={"200": json_body(ProbeResult, "The probe's result")},
+        job=Job("probe", "diag.probe"),
+    ),
 ]

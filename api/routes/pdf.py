@@ -11,9 +11,12 @@ from typing import Any
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from api.params import capped
+from api.access import Rule
+from api.bodies import capped
+from api.endpoint import Endpoint
+from api.openapi.answers import binary
+from api.openapi.models import Schema
 from api.services import services
 from shared.convert.client import ConvertClient, PdfFile
 from shared.convert.merge import MAX_FILES, looks_like_pdf
@@ -21,7 +24,7 @@ from shared.convert.paths import work_pdf
 from shared.errors import InvalidInputError, PayloadTooLargeError, UnavailableError
 from shared.settings import Settings
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
 
 #: largest text field of a multipart body (output name, metadata)
 _MAX_FIELD_BYTES = 64 * 1024
@@ -143,7 +146,10 @@ def _download_name(name: str) -> str:
 
 
 async def post_pdf_merge(request: Request) -> Response:
-    """Merge the uploaded (or named) PDFs in order; the answer is the merged PDF."""
+    """Merge PDFs in order (uploaded, or named inside the work dir).
+
+    The answer is the merged PDF; the handler reads the body itself (files, or JSON).
+    """
     client: ConvertClient | None = services(request).convert
     if client is None:
         raise UnavailableError(
@@ -168,4 +174,53 @@ async def post_pdf_merge(request: Request) -> Response:
     )
 
 
-ROUTES = [Route("/pdf-merge", post_pdf_merge, methods=["POST"], name="post_pdf_merge")]
+_PDF_FORM: Schema = {
+    "type": "object",
+    "properties": {
+        "files": {
+            "type": "array",
+            "items": {"type": "string", "format": "binary"},
+            "maxItems": MAX_FILES,
+            "description": "The PDFs, in order (any field name)",
+        },
+        "output_name": {"type": "string", "maxLength": 200},
+        "metadata": {"type": "string", "description": 'JSON object of strings: {"Title": …}'},
+    },
+    "required": ["files"],
+}
+_PDF_JSON: Schema = {
+    "type": "object",
+    "properties": {
+        "paths": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "maxItems": MAX_FILES,
+            "description": "PDFs inside the work dir, relative to it",
+        },
+        "output_name": {"type": "string", "maxLength": 200},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "required": ["paths"],
+    "additionalProperties": False,
+}
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/pdf-merge",
+        post_pdf_merge,
+        rule=Rule("reader"),
+        budget="jobs",
+        body={
+            "required": True,
+            "content": {
+                "multipart/form-data": {"schema": _PDF_FORM},
+                "application/json": {"schema": _PDF_JSON},
+            },
+        },
+        answer={"200": binary("application/pdf", "The merged PDF")},
+        errors=(404, 413),
+        tag="convert",
+    )
+]

@@ -1,93 +1,237 @@
 """Provider endpoints: geocode, reverse-geocode, map-route, weather, height, proxy, dzk.
 
-Spec 2.7–2.10 and 4.10–4.16; the work is in ``shared/providers``, the handlers parse and
-validate the query, pick the configured provider and shape the answer.
+Spec 2.7–2.10 and 4.10–4.16; the work is in ``shared/providers``, the handlers pick the
+configured provider and shape the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-from dataclasses import dataclass
-from typing import Any
+import functools
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 from starlette.background import BackgroundTask
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, StreamingResponse
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.access import Rule
+from api.endpoint import Endpoint, Handler
 from api.errors import status_of
-from api.params import bbox_param, flag, int_param, lang_param, number
+from api.fields import Box, Flag, Lang, Query, Text
+from api.openapi.answers import json_body
+from api.openapi.models import Elevations, Feature, FeatureCollection, Parcel, Weather
+from api.openapi.models import ReverseGeocode as ReverseGeocodeAnswer
 from api.services import services
 from shared import parcels
 from shared.errors import InvalidInputError, MapsvcError
+from shared.params import PAIR_PATTERN, Bbox, parse_bbox
 from shared.providers import cadastre, elevation, geocoding, proxy, routing, weather
 from shared.providers.config import provider
 from shared.providers.geocoders import GeocodeQuery
 from shared.providers.geocoding import ReverseGeocode
 from shared.providers.routing import RouteQuery
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS", "ProxyHeadersMiddleware"]
+
+#: the errors of a route that asks a provider
+_PROVIDER_ERRORS = (502, 503, 520, 521, 522, 524)
+_READER = Rule("reader")
+LonLat = tuple[float, float]
+#: text whose surrounding blanks do not count
+_Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
+_NOCACHE = "1: bypass the cache and compute afresh"
+_LANG = "Label language (a configured language tag)"
 
 
-def _lon_lat(pair: str, parameter: str, *, lat_first: bool) -> tuple[float, float]:
-    """``(lon, lat)`` of one ``lon,lat`` (or ``lat,lng``) pair of a list parameter."""
-    shape, ranges = (
-        ("lat,lng", "-90..90, -180..180") if lat_first else ("lon,lat", "-180..180, -90..90")
-    )
-    try:
+def _profile(value: str) -> str:
+    """``value`` if it is a travel mode (else refused as an enum: the message lists them)."""
+    if value not in routing.PROFILES:
+        raise PydanticCustomError(
+            "enum", "not a profile", {"expected": ", ".join(routing.PROFILES)}
+        )
+    return value
+
+
+#: a travel mode of ``map-route``
+Profile = Annotated[
+    str,
+    AfterValidator(_profile),
+    WithJsonSchema({"type": "string", "enum": list(routing.PROFILES)}),
+]
+
+
+def _lon_lats(text: str, separator: str, parameter: str, *, lat_first: bool) -> tuple[LonLat, ...]:
+    """``(lon, lat)`` of each pair of a list parameter its pattern matched (``lon,lat`` pairs,
+    or ``lat,lng`` ones).
+
+    Raises:
+        InvalidInputError: a pair outside the earth.
+    """
+    shape = "-90..90, -180..180" if lat_first else "-180..180, -90..90"
+    found = []
+    for pair in text.split(separator):
         first, second = (float(v) for v in pair.split(","))
-    except ValueError:
-        raise InvalidInputError(
-            f"{pair!r} is not {shape}", parameter=parameter, value=pair
-        ) from None
-    lon, lat = (second, first) if lat_first else (first, second)
-    if not (math.isfinite(lon) and math.isfinite(lat)) or abs(lon) > 180 or abs(lat) > 90:
-        raise InvalidInputError(f"{pair!r} is outside {ranges}", parameter=parameter, value=pair)
-    return lon, lat
+        lon, lat = (second, first) if lat_first else (first, second)
+        if abs(lon) > 180 or abs(lat) > 90:
+            raise InvalidInputError(f"{pair!r} is outside {shape}", parameter=parameter, value=pair)
+        found.append((lon, lat))
+    return tuple(found)
 
 
-@dataclass(frozen=True)
-class PointParams:
+def _point(x_name: str, x: float | None, y_name: str, y: float | None) -> LonLat:
+    """The point of two optional parameters, both required here.
+
+    Raises:
+        InvalidInputError: one is missing (naming it).
+    """
+    if x is None:
+        raise InvalidInputError(f"{x_name} is required", parameter=x_name)
+    if y is None:
+        raise InvalidInputError(f"{y_name} is required", parameter=y_name)
+    return x, y
+
+
+class PlacesQuery(Query):
+    """Places by name: the text, language, how many, inside which box."""
+
+    q: _Stripped = Text(500, description="What to look for", examples=["Khreshchatyk 12"])
+    lang: Lang = Field("", description=_LANG)
+    limit: int = Field(10, ge=1, le=50, description="Most results")
+    bbox: Box | None = Field(None, description="Only inside west,south,east,north")
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+    def box(self) -> Bbox | None:
+        """The box to search in, or None.
+
+        Raises:
+            InvalidInputError: min >= max, or outside -180..180, -90..90.
+        """
+        return None if self.bbox is None else parse_bbox(self.bbox, "bbox")
+
+
+class PointQuery(Query):
     """A point given as ``x`` (longitude) and ``y`` (latitude), EPSG:4326."""
 
-    x: float
-    y: float
-    lang: str
-    refresh: bool
-
-    @classmethod
-    def from_request(cls, request: Request) -> PointParams:
-        """Read ``x``, ``y``, ``lang`` and ``nocache``."""
-        return cls(
-            x=number(request, "x", -180, 180),
-            y=number(request, "y", -90, 90),
-            lang=lang_param(request),
-            refresh=flag(request, "nocache"),
-        )
+    x: float = Field(ge=-180, le=180, description="Longitude, EPSG:4326", examples=[30.5241])
+    y: float = Field(ge=-90, le=90, description="Latitude, EPSG:4326", examples=[50.45])
+    lang: Lang = Field("", description=_LANG)
+    nocache: Flag = Field(False, description=_NOCACHE)
 
 
-def _geocode_query(request: Request) -> GeocodeQuery:
-    """``q``, ``lang``, ``limit`` (1..50, default 10), ``bbox`` and ``nocache``."""
-    q = (request.query_params.get("q") or "").strip()
-    if not q:
-        raise InvalidInputError("q must not be empty", parameter="q")
-    if len(q) > 500:
-        raise InvalidInputError("q is longer than 500 characters", parameter="q")
-    limit = int_param(request, "limit", 10, 1, 50)
-    bbox = bbox_param(request, ("bbox",))
-    return GeocodeQuery(q, lang_param(request), limit, bbox, flag(request, "nocache"))
+class MapRouteQuery(Query):
+    """A route: its points, travel mode and what to add."""
+
+    points: str = Text(
+        2000,
+        pattern=rf"^{PAIR_PATTERN}(;{PAIR_PATTERN}){{1,{routing.MAX_ROUTE_POINTS - 1}}}$",
+        description=f"2..{routing.MAX_ROUTE_POINTS} lon,lat pairs separated by ';'",
+        examples=["30.5,50.4;30.6,50.45"],
+    )
+    profile: Profile = Field("car", description="Travel mode")
+    steps: Flag = Field(False, description="1: add the turn-by-turn steps")
+    alternatives: Flag = Field(False, description="1: add alternative routes")
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+    def route(self) -> RouteQuery:
+        """The routing question.
+
+        Raises:
+            InvalidInputError: a point outside the earth.
+        """
+        points = _lon_lats(self.points, ";", "points", lat_first=False)
+        return RouteQuery(points, self.profile, self.steps, self.alternatives, self.nocache)
 
 
-async def get_geocode(request: Request) -> JSONResponse:
-    """Places named ``q``: a GeoJSON FeatureCollection (spec 4.10, docs/api/providers.md)."""
-    query, svc = _geocode_query(request), services(request)
+class HeightQuery(Query):
+    """Points of an elevation call: ``x``/``y``, or ``locations=lat,lng|lat,lng…``."""
+
+    x: float | None = Field(
+        None, ge=-180, le=180, description="Longitude, EPSG:4326 (with y)", examples=[-109.2]
+    )
+    y: float | None = Field(
+        None, ge=-90, le=90, description="Latitude, EPSG:4326 (with x)", examples=[10.3]
+    )
+    locations: str | None = Text(
+        5000,
+        default=None,
+        pattern=rf"^{PAIR_PATTERN}(\|{PAIR_PATTERN}){{0,{elevation.MAX_POINTS - 1}}}$",
+        description=f"1..{elevation.MAX_POINTS} lat,lng pairs separated by '|'",
+    )
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+    def lon_lats(self) -> tuple[LonLat, ...]:
+        """The points, ``(lon, lat)``: of ``locations`` (Open Topo Data's form), else ``x``, ``y``.
+
+        Raises:
+            InvalidInputError: neither ``locations`` nor both ``x`` and ``y``; a location
+                outside the earth.
+        """
+        if self.locations is not None:
+            return _lon_lats(self.locations, "|", "locations", lat_first=True)
+        return (_point("x", self.x, "y", self.y),)
+
+
+class ProxyQuery(Query):
+    """The URL to fetch."""
+
+    url: str = Text(
+        4000,
+        description="http(s) URL on an allowed host",
+        examples=["https://tiles.example.org/0/0/0.png"],
+    )
+
+
+class ParcelQuery(Query):
+    """A parcel lookup: by cadastral number, or by a point; the number wins when both come."""
+
+    cad_num: _Stripped | None = Field(
+        None,
+        pattern=parcels.CADNUM.pattern,
+        description="Cadastral number",
+        examples=["3222486200:03:001:0001"],
+    )
+    cad_num_camel: _Stripped | None = Field(
+        None,
+        alias="cadNum",
+        pattern=parcels.CADNUM.pattern,
+        description="Alternative spelling of `cad_num`",
+    )
+    lng: float | None = Field(None, ge=-180, le=180, description="Longitude, EPSG:4326 (with lat)")
+    lat: float | None = Field(None, ge=-90, le=90, description="Latitude, EPSG:4326 (with lng)")
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+    @property
+    def cadnum(self) -> str | None:
+        """The cadastral number asked for, or None."""
+        return self.cad_num or self.cad_num_camel
+
+    def point(self) -> LonLat | None:
+        """The point asked for, ``(lng, lat)``; None when a number is.
+
+        Raises:
+            InvalidInputError: neither a number nor both ``lng`` and ``lat``.
+        """
+        if self.cadnum is not None:
+            return None
+        if self.lng is None and self.lat is None:
+            raise InvalidInputError("give cad_num, or lng and lat", parameter="cad_num")
+        return _point("lng", self.lng, "lat", self.lat)
+
+
+async def get_geocode(request: Request, query: PlacesQuery) -> JSONResponse:
+    """Places by name: a GeoJSON FeatureCollection.
+
+    Spec 4.10, docs/api/providers.md.
+    """
+    svc = services(request)
+    asked = GeocodeQuery(query.q, query.lang, query.limit, query.box(), query.nocache)
     chosen = provider(svc.settings, svc.settings.sources.geocode_provider)
-    body = await geocoding.forward_geocode(svc.upstream, chosen, query)
-    return JSONResponse(body)
+    return JSONResponse(await geocoding.forward_geocode(svc.upstream, chosen, asked))
 
 
 def _error_object(error: MapsvcError) -> dict[str, Any]:
@@ -101,16 +245,18 @@ def _error_object(error: MapsvcError) -> dict[str, Any]:
     }
 
 
-async def get_reverse_geocode(request: Request) -> JSONResponse:
-    """Spec 2.7: ``geocoder_a`` and ``map``, asked concurrently; a failed one holds an error."""
-    params = PointParams.from_request(request)
+async def get_reverse_geocode(request: Request, query: PointQuery) -> JSONResponse:
+    """Places at a point from two geocoders (spec 2.7).
+
+    ``geocoder_a`` and ``map`` are asked concurrently; a failed one holds an error.
+    """
     svc = services(request)
     settings, upstream = svc.settings, svc.upstream
 
     async def ask(reverse: ReverseGeocode, choice: str) -> dict[str, Any]:
         chosen = provider(settings, choice)
         return await reverse(
-            upstream, chosen, params.x, params.y, lang=params.lang, refresh=params.refresh
+            upstream, chosen, query.x, query.y, lang=query.lang, refresh=query.nocache
         )
 
     a, b = settings.sources.reverse_a_provider, settings.sources.reverse_b_provider
@@ -130,100 +276,61 @@ async def get_reverse_geocode(request: Request) -> JSONResponse:
     return JSONResponse(body)
 
 
-def _route_query(request: Request) -> RouteQuery:
-    """``points=lon,lat;lon,lat[;…]``, ``profile``, ``steps``, ``alternatives``, ``nocache``."""
-    raw = (request.query_params.get("points") or "").strip()
-    pairs = [p for p in raw.split(";") if p.strip()]
-    if len(pairs) < 2:
-        raise InvalidInputError(
-            "points needs at least two lon,lat pairs separated by ';'", parameter="points"
-        )
-    if len(pairs) > routing.MAX_ROUTE_POINTS:
-        raise InvalidInputError(
-            f"points has more than {routing.MAX_ROUTE_POINTS} pairs", parameter="points"
-        )
-    points = [_lon_lat(pair, "points", lat_first=False) for pair in pairs]
-    profile = request.query_params.get("profile") or "car"
-    if profile not in routing.PROFILES:
-        raise InvalidInputError(
-            f"profile must be one of {', '.join(routing.PROFILES)}", parameter="profile"
-        )
-    steps, alternatives = flag(request, "steps"), flag(request, "alternatives")
-    return RouteQuery(tuple(points), profile, steps, alternatives, flag(request, "nocache"))
+async def get_map_route(request: Request, query: MapRouteQuery) -> JSONResponse:
+    """A route through points: a GeoJSON Feature.
 
-
-async def get_map_route(request: Request) -> JSONResponse:
-    """A route through the points: a GeoJSON Feature (spec 4.12, docs/api/providers.md)."""
-    query, svc = _route_query(request), services(request)
+    Spec 4.12, docs/api/providers.md.
+    """
+    asked, svc = query.route(), services(request)
     chosen = provider(svc.settings, svc.settings.sources.route_provider)
-    return JSONResponse(await routing.route(svc.upstream, chosen, query))
+    return JSONResponse(await routing.route(svc.upstream, chosen, asked))
 
 
-async def get_weather(request: Request) -> JSONResponse:
-    """The current weather at a point (spec 2.8, 4.13)."""
-    params = PointParams.from_request(request)
+async def get_weather(request: Request, query: PointQuery) -> JSONResponse:
+    """The current weather at a point (spec 2.8).
+
+    Spec 4.13.
+    """
     svc = services(request)
     body = await weather.current_weather(
         svc.upstream,
         provider(svc.settings, "owm"),
-        params.x,
-        params.y,
-        lang=params.lang,
-        refresh=params.refresh,
+        query.x,
+        query.y,
+        lang=query.lang,
+        refresh=query.nocache,
     )
     return JSONResponse(body)
 
 
-@dataclass(frozen=True)
-class HeightParams:
-    """Points of an elevation call: ``x``/``y``, or ``locations=lat,lng|lat,lng…``."""
+async def get_height(request: Request, query: HeightQuery) -> JSONResponse:
+    """Elevations of points (spec 2.9): ``x`` and ``y``, or ``locations``.
 
-    points: tuple[tuple[float, float], ...]  # (lon, lat)
-    refresh: bool
-
-    @classmethod
-    def from_request(cls, request: Request) -> HeightParams:
-        """Read ``locations`` (Open Topo Data's form) or ``x`` and ``y``; and ``nocache``."""
-        refresh = flag(request, "nocache")
-        raw = request.query_params.get("locations")
-        if raw is None:
-            x, y = number(request, "x", -180, 180), number(request, "y", -90, 90)
-            return cls(points=((x, y),), refresh=refresh)
-        pairs = [p for p in raw.split("|") if p.strip()]
-        if not pairs or len(pairs) > elevation.MAX_POINTS:
-            raise InvalidInputError(
-                f"locations needs 1..{elevation.MAX_POINTS} lat,lng pairs separated by '|'",
-                parameter="locations",
-            )
-        points = [_lon_lat(pair, "locations", lat_first=True) for pair in pairs]
-        return cls(points=tuple(points), refresh=refresh)
-
-
-async def get_height(request: Request) -> JSONResponse:
-    """Elevations of points (spec 2.9, 4.14): local DEMs and/or the elevation provider."""
+    Spec 4.14: from local DEMs and/or the elevation provider.
+    """
     svc = services(request)
-    params = HeightParams.from_request(request)
+    points = query.lon_lats()
     settings = svc.settings
     source = settings.sources.height_source
     body = await elevation.elevations(
-        list(params.points),
+        list(points),
         source=source,
         catalog=svc.dem,
         upstream=svc.upstream,
         provider=provider(settings, "opentopodata") if source != "dem" else None,
         dataset=settings.sources.opentopodata_dataset,
-        refresh=params.refresh,
+        refresh=query.nocache,
     )
     return JSONResponse(body)
 
 
-async def get_url_proxy(request: Request) -> StreamingResponse:
-    """Fetch ``url`` for the client (spec 4.15, docs/api/providers.md "gis-url-proxy"), streamed."""
-    url = request.query_params.get("url")
-    if not url:
-        raise InvalidInputError("url is required", parameter="url")
+async def get_url_proxy(request: Request, query: ProxyQuery) -> StreamingResponse:
+    """Fetch a URL of an allowed host for the client, streamed.
+
+    Spec 4.15, docs/api/providers.md "gis-url-proxy".
+    """
     svc = services(request)
-    answer = await proxy.fetch(svc.proxy_http, svc.proxy_policy, url, request.headers)
+    answer = await proxy.fetch(svc.proxy_http, svc.proxy_policy, query.url, request.headers)
     # closing again after the stream is harmless; it frees the connection if it never started
     return StreamingResponse(
         answer.body,
@@ -265,56 +372,72 @@ class ProxyHeadersMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
-@dataclass(frozen=True)
-class ParcelParams:
-    """A parcel lookup: by cadastral number, or by a point; the number wins when both come."""
+async def get_parcel(request: Request, query: ParcelQuery) -> JSONResponse:
+    """A land parcel by cadastral number or by point (spec 2.10).
 
-    cadnum: str | None
-    point: tuple[float, float] | None  # lng, lat
-    refresh: bool
-
-    @classmethod
-    def from_request(cls, request: Request) -> ParcelParams:
-        """Read ``cad_num`` (or ``cadNum``), else ``lng`` and ``lat``; and ``nocache``."""
-        refresh = flag(request, "nocache")
-        for name in ("cad_num", "cadNum"):
-            raw = request.query_params.get(name)
-            if raw is not None:
-                return cls(parcels.check_cadnum(raw, name), None, refresh)
-        if "lng" not in request.query_params and "lat" not in request.query_params:
-            raise InvalidInputError("give cad_num, or lng and lat", parameter="cad_num")
-        lng, lat = number(request, "lng", -180, 180), number(request, "lat", -90, 90)
-        return cls(None, (lng, lat), refresh)
-
-
-async def get_parcel(request: Request) -> JSONResponse:
-    """A land parcel by number or point (spec 2.10, 4.16): local table, then the provider."""
+    Spec 4.16: the local table first, then the provider.
+    """
     svc = services(request)
-    params = ParcelParams.from_request(request)
     found = await cadastre.find_parcel(
         svc.db,
         svc.upstream,
         svc.settings,
-        cadnum=params.cadnum,
-        point=params.point,
-        refresh=params.refresh,
+        cadnum=query.cadnum,
+        point=query.point(),
+        refresh=query.nocache,
     )
     return JSONResponse({"success": True, "result": found})
 
 
-ROUTES = [
-    Route("/geocode", get_geocode, methods=["GET"], name="get_geocode"),
-    Route("/reverse-geocode", get_reverse_geocode, methods=["GET"], name="get_reverse_geocode"),
-    Route("/map-route", get_map_route, methods=["GET"], name="get_map_route"),
-    Route("/weather", get_weather, methods=["GET"], name="get_weather"),
-    Route("/height", get_height, methods=["GET"], name="get_height"),
-    Route(
+#: an endpoint of a provider: a reader's GET that spends the providers budget; it answers
+#: ``404`` when the provider finds nothing, and relays the provider's failures
+_endpoint = functools.partial(
+    Endpoint,
+    "GET",
+    rule=_READER,
+    budget="providers",
+    errors=(404, *_PROVIDER_ERRORS),
+    tag="providers",
+)
+
+
+def _provider(
+    path: str,
+    handler: Handler,
+    query: type[Query],
+    model: type[BaseModel],
+    said: str,
+    **declared: Any,
+) -> Endpoint:
+    """An endpoint of a provider that answers ``model`` (``said`` describes it)."""
+    return _endpoint(path, handler, query=query, answer={"200": json_body(model, said)}, **declared)
+
+
+ENDPOINTS = [
+    _provider(
+        "/geocode",
+        get_geocode,
+        PlacesQuery,
+        FeatureCollection,
+        "The places",
+        errors=_PROVIDER_ERRORS,
+    ),
+    _provider(
+        "/reverse-geocode", get_reverse_geocode, PointQuery, ReverseGeocodeAnswer, "Both answers"
+    ),
+    _provider("/map-route", get_map_route, MapRouteQuery, Feature, "The route"),
+    _provider("/weather", get_weather, PointQuery, Weather, "The weather", errors=_PROVIDER_ERRORS),
+    _provider("/height", get_height, HeightQuery, Elevations, "The elevations"),
+    _endpoint(
         "/gis-url-proxy",
         get_url_proxy,
-        methods=["GET"],
-        name="get_url_proxy",
-        middleware=[Middleware(ProxyHeadersMiddleware)],
+        query=ProxyQuery,
+        answer={"200": {"description": "The fetched body, with its status and content type"}},
+        errors=(403, 404, *_PROVIDER_ERRORS),
+        middleware=(Middleware(ProxyHeadersMiddleware),),  # its refusals too
     ),
-    Route("/dzk", get_parcel, methods=["GET"], name="get_parcel"),
-    Route("/dzk.api", get_parcel, methods=["GET"], name="get_parcel_api"),
+    *(
+        _provider(path, get_parcel, ParcelQuery, Parcel, "The parcel", name=name)
+        for path, name in (("/dzk", "get_parcel"), ("/dzk.api", "get_parcel_api"))
+    ),
 ]

@@ -2,37 +2,127 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from api.access import Sight
+from api.access import Rule, Sight
+from api.endpoint import Endpoint, Handler, Job
+from api.fields import Flag, JobQuery, Query, RasterId, Text, raster_id
 from api.links import api_prefix
-from api.params import flag
+from api.openapi.answers import json_body
+from api.openapi.models import CompressResult, RasterConfig, RasterInfo, RasterListing, RasterStat
 from api.services import services
 from shared.raster.layer import locate_layer
-from shared.raster.paths import decode_id
+from shared.raster.paths import MAX_PATH_BYTES, decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
-from shared.raster.resampling import parse_resampling
+from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling, parse_resampling
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
+
+_NOCACHE = "1: bypass the cache and compute afresh"
 
 
-def _cache(request: Request) -> ResultCache:
+def _resampling_name(text: str) -> str:
+    return parse_resampling(text).value  # refused unless a method's name (400)
+
+
+#: a resampling method by name (``nearest``, ``bilinear``, ``cubic``)
+Resampling = Annotated[
+    str,
+    AfterValidator(_resampling_name),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": [r.value for r in LayerResampling],
+            "default": DEFAULT_RESAMPLING.value,
+        }
+    ),
+]
+
+
+class ListingQuery(Query):
+    """The folder to list."""
+
+    folder: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_PATH_BYTES,
+        description="Folder relative to the raster root: map/raster, or the prefix of the raster"
+        " bucket (MAPSVC_RASTER_STORE=s3); default: the root",
+    )
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class ConfigQuery(JobQuery):
+    """The raster to configure as a layer, and how it is drawn."""
+
+    path: str = Text(
+        MAX_PATH_BYTES,
+        description="File or folder relative to the raster root (map/raster, or the raster"
+        " bucket's prefix)",
+        examples=["single/RGB.byte.tif"],
+    )
+    resampling: Resampling | None = Field(
+        None,
+        description="How the layer's pixels are interpolated when drawn, and how its previews"
+        " and overviews are reduced: `nearest` keeps the source's own values (classes, indices,"
+        " sharp pixels), `bilinear` and `cubic` blend them (imagery); a configuration made with"
+        " another one is rebuilt",
+    )
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class RasterQuery(Query):
+    """A raster (layer) by id."""
+
+    id: RasterId = raster_id()
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class InfoQuery(Query):
+    """A layer's raster, or one file of it."""
+
+    id: RasterId = raster_id()
+    file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_PATH_BYTES,
+        description="A file of the layer, relative to the raster root",
+    )
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class CompressQuery(JobQuery):
+    """The layer to compress."""
+
+    id: RasterId = raster_id()
+
+
+def _cache(request: Request, refresh: bool) -> ResultCache:
+    """The cache of listings and statistics; ``refresh``: compute afresh."""
     svc = services(request)
     settings = svc.settings
-    refresh = flag(request, "nocache")
     return ResultCache(svc.redis, settings.cache_ttl_s, settings.result_cache_max_bytes, refresh)
 
 
-async def get_raster_list(request: Request) -> JSONResponse:
-    """The rasters of ``folder`` (spec 2.1) the caller may see; anonymous callers: the public
-    layers, and the folders that lead to them."""
-    folder = request.query_params.get("folder", "")
+async def get_raster_list(request: Request, query: ListingQuery) -> JSONResponse:
+    """The rasters of a folder (spec 2.1).
+
+    Those the caller may see; anonymous callers: the public layers, and the folders that lead
+    to them.
+    """
     svc = services(request)
     listing = await run_in_threadpool(
-        raster_listing, _cache(request), svc.settings.work_dir, folder, rasters=svc.rasters
+        raster_listing,
+        _cache(request, query.nocache),
+        svc.settings.work_dir,
+        query.folder or "",
+        rasters=svc.rasters,
     )
     # the cached listing is everyone's; each caller is shown the layers it may see, and the
     # folders that lead to them
@@ -45,65 +135,139 @@ async def get_raster_list(request: Request) -> JSONResponse:
     return JSONResponse(listing)
 
 
-async def get_raster_config(request: Request) -> Response:
-    """Configure the raster at ``path`` as a layer, drawn with ``resampling`` (absent: as it was
-    configured last, else bilinear): a job (spec 4.4, 2.2)."""
+async def get_raster_config(request: Request, query: ConfigQuery) -> Response:
+    """Configure the raster at a path as a layer (spec 4.4, 2.2).
+
+    A job; drawn with ``resampling`` (absent: as it was configured last, else bilinear).
+    """
     svc = services(request)
     settings = svc.settings
-    asked = request.query_params.get("resampling")
-    resampling = parse_resampling(asked).value if asked else None
-    refresh = flag(request, "nocache")
     where = await run_in_threadpool(
-        locate_layer, settings.work_dir, request.path_params["path"], rasters=svc.rasters
+        locate_layer, settings.work_dir, query.path, rasters=svc.rasters
     )
     params = {
         "path": where.rel_path,
         "lang": settings.default_lang,
         "url_prefix": api_prefix(request),
-        "refresh": refresh,
-        "resampling": resampling,
+        "refresh": query.nocache,
+        "resampling": query.resampling,
     }
-    jobs = svc.jobs
-    return await jobs.reply(request, "raster-config", "raster.configure", params, dedup=True)
+    return await svc.jobs.reply(request, params, run_async=query.run_async, dedup=True)
 
 
-async def get_raster_stat(request: Request) -> JSONResponse:
-    """Statistics of a raster file or folder (spec 2.3)."""
-    svc, raster_id = services(request), request.path_params["id"]
+async def get_raster_stat(request: Request, query: RasterQuery) -> JSONResponse:
+    """Statistics of a raster (spec 2.3)."""
+    svc = services(request)
     stat = await run_in_threadpool(
-        raster_stat_of, _cache(request), svc.settings.work_dir, raster_id, rasters=svc.rasters
+        raster_stat_of,
+        _cache(request, query.nocache),
+        svc.settings.work_dir,
+        query.id,
+        rasters=svc.rasters,
     )
     return JSONResponse(stat)
 
 
-async def get_raster_info(request: Request) -> JSONResponse:
-    """Metadata of a layer's raster as ``gdalinfo -json`` prints it (spec 2.4)."""
-    svc, raster_id = services(request), request.path_params["id"]
-    file = request.query_params.get("file") or None
+async def get_raster_info(request: Request, query: InfoQuery) -> JSONResponse:
+    """Metadata of a layer's raster as gdalinfo -json prints it (spec 2.4)."""
+    svc = services(request)
     info = await run_in_threadpool(
-        raster_info_of, _cache(request), svc.settings.work_dir, raster_id, file, rasters=svc.rasters
+        raster_info_of,
+        _cache(request, query.nocache),
+        svc.settings.work_dir,
+        query.id,
+        query.file,
+        rasters=svc.rasters,
     )
     return JSONResponse(info)
 
 
-async def get_layer_compress(request: Request) -> Response:
-    """Compress a layer's rasters into ``commpress``: a job (spec 4.3)."""
+async def get_layer_compress(request: Request, query: CompressQuery) -> Response:
+    """Compress a layer's rasters into commpress (spec 4.3)."""
     svc = services(request)
-    settings = svc.settings
-    rel = decode_id(request.path_params["id"])
-    where = await run_in_threadpool(locate_layer, settings.work_dir, rel, rasters=svc.rasters)
-    jobs = svc.jobs
-    return await jobs.reply(
-        request, "raster-compress", "raster.compress", {"path": where.rel_path}, dedup=True
+    rel = decode_id(query.id)
+    where = await run_in_threadpool(locate_layer, svc.settings.work_dir, rel, rasters=svc.rasters)
+    params = {"path": where.rel_path}
+    return await svc.jobs.reply(request, params, run_async=query.run_async, dedup=True)
+
+
+#: an endpoint of the rasters: a GET of their group
+_endpoint = functools.partial(Endpoint, "GET", tag="rasters")
+
+
+def _read(
+    path: str,
+    handler: Handler,
+    layers: tuple[str, ...],
+    query: type[Query],
+    model: type[BaseModel],
+    said: str,
+) -> Endpoint:
+    """A reader's look at one layer, which the parameters ``layers`` name: the data budget.
+
+    It answers ``model`` (``said`` describes it); ``404``: no such layer or file, ``422``: it
+    cannot be read.
+    """
+    rule, answer = Rule("reader", layers=layers), {"200": json_body(model, said)}
+    return _endpoint(
+        path, handler, rule=rule, budget="data", query=query, answer=answer, errors=(404, 422)
     )
 
 
-ROUTES = [
-    Route("/gis-raster", get_raster_list, methods=["GET"], name="get_raster_list"),
-    Route("/gis-raster/{path:path}", get_raster_config, methods=["GET"], name="get_raster_config"),
-    Route("/gis-raster-stat/{id}", get_raster_stat, methods=["GET"], name="get_raster_stat"),
-    Route("/gis-raster-info/{id}", get_raster_info, methods=["GET"], name="get_raster_info"),
-    Route(
-        "/gis-layer-compress/{id}", get_layer_compress, methods=["GET"], name="get_layer_compress"
+def _job(
+    path: str,
+    handler: Handler,
+    layer: str,
+    query: type[Query],
+    model: type[BaseModel],
+    said: str,
+    job: Job,
+) -> Endpoint:
+    """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget.
+
+    Its result is ``model`` (``said`` describes it).
+    """
+    rule, answer = Rule("operator", layers=(layer,)), {"200": json_body(model, said)}
+    return _endpoint(path, handler, rule=rule, budget="jobs", query=query, answer=answer, job=job)
+
+
+ENDPOINTS = [
+    _endpoint(
+        "/gis-raster",
+        get_raster_list,
+        rule=Rule(None, layers=("folder",), public=True),  # anonymous: the public layers
+        budget="data",
+        query=ListingQuery,
+        answer={"200": json_body(RasterListing, "The listing")},
+        errors=(404,),
+    ),
+    _job(
+        "/gis-raster/{path:path}",
+        get_raster_config,
+        "path",
+        ConfigQuery,
+        RasterConfig,
+        "The layer",
+        Job("raster-config", "raster.configure"),
+    ),
+    _read(
+        "/gis-raster-stat/{id}", get_raster_stat, ("id",), RasterQuery, RasterStat, "The statistics"
+    ),
+    _read(
+        "/gis-raster-info/{id}",
+        get_raster_info,
+        ("id", "file"),
+        InfoQuery,
+        RasterInfo,
+        "The metadata",
+    ),
+    _job(
+        "/gis-layer-compress/{id}",
+        get_layer_compress,
+        "id",
+        CompressQuery,
+        CompressResult,
+        "The compressed files",
+        Job("raster-compress", "raster.compress"),
     ),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -12,15 +13,17 @@ from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from api.access import principal_of
+from api.access import Rule, principal_of
+from api.endpoint import Endpoint
 from api.errors import error_response
+from api.openapi.answers import json_body
+from api.openapi.models import Health, Ready
 from api.services import Services, services
 from shared.singleflight import SingleFlight
 from shared.version import VERSION
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
 
 _WORKER_PING_S = 1.0
 #: how long a check answers anonymous callers (a check itself takes up to ``_WORKER_PING_S``)
@@ -28,7 +31,10 @@ _FRESH_S = 1.0
 
 
 async def get_health(request: Request) -> JSONResponse:
-    """The process is alive (no dependency is checked), and its version."""
+    """The process is alive.
+
+    No dependency is checked; the answer names the version.
+    """
     return JSONResponse({"status": "ok", "version": VERSION})
 
 
@@ -109,11 +115,11 @@ def _last_check(request: Request) -> _LastCheck:
 
 
 async def get_ready(request: Request) -> JSONResponse:
-    """Redis, PostgreSQL with PostGIS and at least one Celery worker answer; else 503.
+    """Redis, PostgreSQL with PostGIS and a Celery worker answer.
 
-    Operators (and admins) get a check run for them, with each dependency's detail (versions,
-    workers, errors); anyone else the process's last check (1–2 s old at most), as ready or
-    not ready only.
+    Else ``503``. Operators (and admins) get a check run for them, with each dependency's
+    detail (versions, workers, errors); anyone else the process's last check (1–2 s old at
+    most), as ready or not ready only.
     """
     state, last = services(request), _last_check(request)
     operator = principal_of(request).has("operator")
@@ -129,7 +135,10 @@ async def get_ready(request: Request) -> JSONResponse:
     return error_response(request, 503, "not-ready", f"not ready: {failing}", {"checks": checks})
 
 
-ROUTES = [
-    Route("/health", get_health, methods=["GET"], name="get_health"),
-    Route("/ready", get_ready, methods=["GET"], name="get_ready"),
+#: an endpoint of the system: anyone's GET, free of any budget
+_endpoint = functools.partial(Endpoint, "GET", rule=Rule(None), budget=None, tag="system")
+
+ENDPOINTS = [
+    _endpoint("/health", get_health, answer={"200": json_body(Health, "Alive")}),
+    _endpoint("/ready", get_ready, answer={"200": json_body(Ready, "Ready")}),
 ]

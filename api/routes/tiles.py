@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 import uuid
+from typing import Annotated
 
+from pydantic import AfterValidator, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from api.access import principal_of
+from api.access import Rule, principal_of
+from api.endpoint import Endpoint, Handler, Job
+from api.fields import AtMost, Box, Flag, JobQuery, Lang, Query, Srs, Text, style_id
 from api.links import job_links
-from api.params import bbox_param, flag, int_param, lang_param, srs_param
+from api.openapi.answers import any_of, json_body
+from api.openapi.models import PretilePlan, PretileResult, Schema, SpeedTest, TileDebug, ref
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
-from shared.params import Bbox
+from shared.params import Bbox, parse_bbox
+from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
 from shared.tiles.encoding import Encoding
-from shared.tiles.formats import TileFormat, TileVariant, parse_variant
+from shared.tiles.formats import RETINA, VARIANTS, TileFormat, TileVariant, parse_variant
 from shared.tiles.grid import MAX_ZOOM, RenderArea, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
@@ -28,7 +34,114 @@ from shared.tiles.pretile import (
 )
 from shared.tiles.store import etag_of
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
+
+_SIDE = 2**MAX_ZOOM - 1
+#: the row of a tile URL, then ``@2x`` for the tile at twice the pixels
+_ROW_PATTERN = rf"^[0-9]{{1,8}}({RETINA})?$"
+_READ = Rule("reader", layers=("style",), public=True)
+
+
+class TileQuery(Query):
+    """A tile of a layer (the path), or a BBOX render of it (the query)."""
+
+    style: str = style_id()
+    lang: Lang = Field("", description="Label language (a configured language tag)")
+    z: int = Field(ge=0, le=MAX_ZOOM, description="Zoom", examples=[8])
+    x: int = Field(ge=0, le=_SIDE, description="Column, 0..2^z-1", examples=[72])
+    y: str = Field(
+        pattern=_ROW_PATTERN,
+        max_length=8 + len(RETINA),
+        description=f"Row, 0..2^z-1; `<row>{RETINA}`: the tile at 512 px, drawn with Mapnik's"
+        " scale factor 2 (a BBOX render at twice `width` and `height`)",
+        examples=["110"],
+    )
+    BBOX: Box | None = Field(None, description="Render this box: minx,miny,maxx,maxy (min < max)")
+    bbox: Box | None = Field(None, description="Alternative spelling of `BBOX`")
+    width: Annotated[int, AtMost("tiles.max_size")] = Field(
+        256, ge=1, description="Width of a BBOX render in pixels"
+    )
+    height: Annotated[int, AtMost("tiles.max_size")] = Field(
+        256, ge=1, description="Height of a BBOX render in pixels"
+    )
+    srs: Srs | None = Field(None, description="CRS of the BBOX (default EPSG:3857)")
+    crs: Srs | None = Field(None, description="Alternative spelling of `srs`")
+    nocache: Flag = Field(False, description="1: bypass the cache and compute afresh")
+    debug: Flag = Field(
+        False, description="1: answer the tile's debug object (spec 2.6) instead of the image"
+    )
+    is_s3: Flag = Field(False, alias="isS3", description="1: the tile cache is the S3 bucket")
+
+    @property
+    def render_srs(self) -> str:
+        """The CRS of a BBOX render."""
+        return self.srs or self.crs or "EPSG:3857"
+
+    def box(self) -> Bbox | None:
+        """The box to render (in :attr:`render_srs`), or None for a tile.
+
+        Raises:
+            InvalidInputError: not four numbers with min < max inside the CRS's area.
+        """
+        for name in ("BBOX", "bbox"):
+            if (raw := getattr(self, name)) is not None:
+                return parse_bbox(raw, name, self.render_srs)
+        return None
+
+
+def _variant_name(name: str) -> str:
+    TileVariant.from_name(name)  # an unknown one is refused
+    return name
+
+
+class TileFormatQuery(TileQuery):
+    """A tile in a format the path names."""
+
+    format: Annotated[
+        str,
+        AfterValidator(_variant_name),
+        WithJsonSchema({"type": "string", "enum": [*(f.value for f in TileFormat), "jpeg"]}),
+    ] = Field(
+        description="Image format: `png` (full colour, transparent outside the data), `webp`"
+        " (lossy at `MAPSVC_WEBP_QUALITY`, or lossless with `MAPSVC_WEBP_LOSSLESS`), `jpg` or"
+        " `jpeg` (quality `MAPSVC_JPEG_QUALITY`, white where the map is transparent); each is"
+        " cached apart",
+        examples=["webp"],
+    )
+
+
+class StyleQuery(Query):
+    """A layer named by the path."""
+
+    style: str = style_id()
+
+
+class PretileQuery(JobQuery):
+    """What to pre-tile: a layer, its zooms, language and tile format."""
+
+    id: str = Text(MAX_ID_CHARS, description="Layer id", examples=[RASTER_LAYER_EXAMPLE])
+    minzoom: int = Field(DEFAULT_MINZOOM, ge=0, le=MAX_ZOOM, description="First zoom")
+    maxzoom: int = Field(DEFAULT_MAXZOOM, ge=1, le=MAX_ZOOM + 1, description="End zoom, excluded")
+    lang: Lang = Field("", description="Label language (a configured language tag)")
+    format: Annotated[
+        str,
+        AfterValidator(_variant_name),
+        WithJsonSchema({"type": "string", "enum": [v.name for v in VARIANTS]}),
+    ] = Field(
+        TileFormat.PNG.value,
+        description="The tiles to make, as their URLs end: `png` (default), `webp`, `jpg`,"
+        " each with `@2x`",
+    )
+    nocache: Flag = Field(False, description="1: render again the tiles already cached")
+    is_s3: Flag = Field(False, alias="isS3", description="1: tile into the S3 bucket")
+    dryrun: Flag = Field(False, description="1: answer the plan, render nothing")
+
+
+class SpeedTestQuery(JobQuery):
+    """The layer whose tiling is timed."""
+
+    layer: str = Text(MAX_ID_CHARS, description="Layer id", examples=[RASTER_LAYER_EXAMPLE])
+    lang: Lang = Field("", description="Label language (a configured language tag)")
 
 
 def _image(
@@ -46,43 +159,45 @@ def _image(
 
 
 async def _bbox_render(
-    request: Request, style: str, lang: str, variant: TileVariant, bbox: Bbox, srs: str
+    request: Request, query: TileQuery, variant: TileVariant, bbox: Bbox
 ) -> Response:
     """A render of ``bbox``, ``width`` x ``height`` pixels (twice each for ``@2x``)."""
     svc = services(request)
     tiles = svc.settings.tiles
-    side_max = tiles.tile_max_size // variant.scale
-    width = int_param(request, "width", 256, 1, side_max) * variant.scale
-    height = int_param(request, "height", 256, 1, side_max) * variant.scale
+    side_max = tiles.max_size // variant.scale
+    for name in ("width", "height"):
+        if getattr(query, name) > side_max:
+            raise InvalidInputError(
+                f"{name} must be 1..{side_max} for {variant.name}", parameter=name
+            )
+    width, height = query.width * variant.scale, query.height * variant.scale
     if width * height > tiles.render_max_pixels:
         raise InvalidInputError(
             f"width x height must be at most {tiles.render_max_pixels} pixels",
             parameter="width",
             pixels=width * height,
         )
-    svc.tiles.style(style)  # 404 for an unknown style
-    area = RenderArea(bbox, width, height, srs.lower(), variant.scale)
+    svc.tiles.style(query.style)  # 404 for an unknown style
+    area = RenderArea(bbox, width, height, query.render_srs.lower(), variant.scale)
     codec = Encoding.from_settings(tiles).codec(variant.format)
-    rendered = await svc.tiles.pool.render(style, lang, area, codec)
-    data, max_age = rendered.data, tiles.tile_max_age_s
+    rendered = await svc.tiles.pool.render(query.style, query.lang, area, codec)
+    data, max_age = rendered.data, tiles.max_age_s
     return _image(request, data, variant.format, "MISS", max_age, etag_of(data))
 
 
-async def get_tile(request: Request) -> Response:
+async def get_tile(request: Request, query: TileQuery) -> Response:
     """A tile of a style, ``<y>[@2x].<format>``, or a BBOX render; ``debug=1``: its debug object."""
     svc = services(request)
     settings = svc.settings
-    params = request.path_params
-    style = params["style"]
-    lang = lang_param(request, params.get("lang"))
-    row, variant = parse_variant(params["y"], params.get("format", TileFormat.PNG))
-    tile = parse_tile(params["z"], params["x"], row)
+    extension = query.format if isinstance(query, TileFormatQuery) else TileFormat.PNG
+    row, variant = parse_variant(query.y, extension)
+    tile = parse_tile(query.z, query.x, row)
     service = svc.tiles
-    srs = srs_param(request)
-    bbox = bbox_param(request, ("BBOX", "bbox"), srs)
+    bbox = query.box()
     if bbox is not None:
-        return await _bbox_render(request, style, lang, variant, bbox, srs)
-    if flag(request, "debug"):
+        return await _bbox_render(request, query, variant, bbox)
+    style, lang = query.style, query.lang
+    if query.debug:
         out = f"{style}-{tile.z}-{tile.x}-{tile.y}.png"
         argv = ["mapsvc", "render-tile", style, str(tile.z), str(tile.x), str(tile.y)]
         argv += ["--lang", lang, "--out", out]
@@ -91,32 +206,32 @@ async def get_tile(request: Request) -> Response:
         style,
         lang,
         tile,
-        svc.tile_stores.pick(flag(request, "isS3")),
-        refresh=flag(request, "nocache"),
+        svc.tile_stores.pick(query.is_s3),
+        refresh=query.nocache,
         variant=variant,
         encoding=Encoding.from_settings(settings.tiles),
     )
-    max_age = settings.tiles.tile_max_age_s
+    max_age = settings.tiles.max_age_s
     response = _image(request, result.data, variant.format, result.cache, max_age, result.etag)
     if result.empty:
         response.headers["X-Tile-Empty"] = "1"
     return response
 
 
-async def get_tile_access(request: Request) -> Response:
-    """``204`` naming the caller (``X-Principal``: its principal's id) when it may read the
-    style's tiles, else the answer a tile would get.
+async def get_tile_access(request: Request, query: StyleQuery) -> Response:
+    """Whether the caller may read the layer's tiles: ``204`` naming the caller
+    (``X-Principal``: its principal's id), else the error a tile would get.
 
     The nginx front asks it (``auth_request``, with exactly the client's ``Authorization``
     header and query) before it sends a cached tile to a caller with credentials, keeps a yes a
     few seconds per style and credential as sent, and counts the tiles budget per principal.
     """
-    services(request).tiles.style(request.path_params["style"])  # 404 for an unknown style
+    services(request).tiles.style(query.style)  # 404 for an unknown style
     return Response(status_code=204, headers={"X-Principal": principal_of(request).id})
 
 
-async def get_layer_pretile(request: Request) -> Response:
-    """Pre-tile a layer (spec 4.2): a job; ``dryrun=1`` answers the plan without rendering.
+async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
+    """Pre-tile a layer (spec 4.2); ``dryrun=1`` answers the plan.
 
     ``format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with ``@2x``.
 
@@ -125,27 +240,25 @@ async def get_layer_pretile(request: Request) -> Response:
     """
     svc = services(request)
     settings = svc.settings
-    style = request.path_params["id"]
+    style = query.id
     info = svc.tiles.style(style)
-    minzoom = int_param(request, "minzoom", DEFAULT_MINZOOM, 0, MAX_ZOOM)
-    maxzoom = int_param(request, "maxzoom", DEFAULT_MAXZOOM, 1, MAX_ZOOM + 1)
-    variant = TileVariant.from_name(request.query_params.get("format") or TileFormat.PNG)
-    plan = plan_pretile(info.footprint, minzoom, maxzoom, ceiling=settings.tiles.pretile_max_tiles)
-    if flag(request, "dryrun"):
+    ceiling = settings.tiles.pretile_max_tiles
+    plan = plan_pretile(info.footprint, query.minzoom, query.maxzoom, ceiling=ceiling)
+    if query.dryrun:
         return JSONResponse(plan)
     check_ceiling(plan)
     params = {
         "style": style,
-        "lang": lang_param(request),
-        "minzoom": minzoom,
-        "maxzoom": maxzoom,
-        "refresh": flag(request, "nocache"),
-        "s3": flag(request, "isS3"),
-        "variant": variant.name,
+        "lang": query.lang,
+        "minzoom": query.minzoom,
+        "maxzoom": query.maxzoom,
+        "refresh": query.nocache,
+        "s3": query.is_s3,
+        "variant": TileVariant.from_name(query.format).name,
     }
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
-    lock = PretileLock(jobs.store, style, settings.jobs.job_time_limit_s)
+    lock = PretileLock(jobs.store, style, settings.jobs.time_limit_s)
     running = await run_in_threadpool(lock.acquire, job_id)
     if running is not None:
         raise ConflictError(
@@ -154,44 +267,124 @@ async def get_layer_pretile(request: Request) -> Response:
             links=job_links(request, running),
         )
     try:
-        return await jobs.reply(request, "pretile", "tiles.pretile", params, job_id=job_id)
+        return await jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
     except Exception:
         # never enqueued (no broker, no connection to wait with), or ended in failure: free
         await run_in_threadpool(lock.release, job_id)
         raise
 
 
-async def get_speed_test(request: Request) -> Response:
-    """The tiling speed test of a layer (spec 4.7): a job reporting on its event stream."""
+async def get_speed_test(request: Request, query: SpeedTestQuery) -> Response:
+    """The tiling speed test of a layer (spec 4.7)."""
     svc = services(request)
-    style = request.query_params.get("layer")
-    if not style:
-        raise InvalidInputError("layer is required (a layer id)", parameter="layer")
-    svc.tiles.style(style)  # 404 for an unknown layer
-    lang = lang_param(request)
-    jobs = svc.jobs
-    return await jobs.reply(
-        request, "speed-test", "tiles.speed_test", {"style": style, "lang": lang}
+    svc.tiles.style(query.layer)  # 404 for an unknown layer
+    params = {"style": query.layer, "lang": query.lang}
+    return await svc.jobs.reply(request, params, run_async=query.run_async)
+
+
+def _tile_ok(formats: list[TileFormat]) -> dict[str, Schema]:
+    """The answers of a tile route whose image is one of ``formats``."""
+    image: Schema = {"schema": {"type": "string", "format": "binary"}}
+    return {
+        "200": {
+            "description": "The tile, or (`debug=1`) the tile's debug object",
+            "content": {
+                **{f.media_type: image for f in formats},
+                "application/json": {"schema": ref(TileDebug)},
+            },
+        },
+        "304": {"description": "Not modified (`If-None-Match` matched the `ETag`)"},
+    }
+
+
+_PNG, _ANY_FORMAT = _tile_ok([TileFormat.PNG]), _tile_ok(list(TileFormat))
+#: an endpoint of the tiles: a GET of their group
+_endpoint = functools.partial(Endpoint, "GET", tag="tiles")
+
+
+def _tile(path: str, name: str, summary: str, query: type[TileQuery]) -> Endpoint:
+    """A tile route: the same handler, rule and budget under each of its URL forms."""
+    answer = _ANY_FORMAT if query is TileFormatQuery else _PNG
+    return _endpoint(
+        path,
+        get_tile,
+        rule=_READ,
+        budget="tiles",
+        query=query,
+        answer=answer,
+        errors=(404, 422),
+        name=name,
+        summary=summary,
     )
 
 
-ROUTES = [
-    # `{y}` is the row, or the row and `@2x`; the `.png` forms first, then any other format
-    Route("/rtile/{style}/{lang}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile"),
-    Route("/rtile/{style}/{z}/{x}/{y}.png", get_tile, methods=["GET"], name="get_tile_nolang"),
-    Route(
+def _job(
+    path: str, handler: Handler, layer: str, query: type[Query], answer: dict[str, Schema], job: Job
+) -> Endpoint:
+    """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget."""
+    rule = Rule("operator", layers=(layer,))
+    return _endpoint(path, handler, rule=rule, budget="jobs", query=query, answer=answer, job=job)
+
+
+#: `{y}` is the row, or the row and `@2x`; the `.png` forms first, then any other format
+ENDPOINTS = [
+    _tile(
+        "/rtile/{style}/{lang}/{z}/{x}/{y}.png",
+        "get_tile",
+        "A PNG tile of a layer, a BBOX render, or the tile's debug object (spec 4.1)",
+        TileQuery,
+    ),
+    _tile(
+        "/rtile/{style}/{z}/{x}/{y}.png",
+        "get_tile_nolang",
+        "A PNG tile of a layer (spec 4.1's form; language from `lang`)",
+        TileQuery,
+    ),
+    _tile(
         "/rtile/{style}/{lang}/{z}/{x}/{y}.{format}",
-        get_tile,
-        methods=["GET"],
-        name="get_tile_format",
+        "get_tile_format",
+        "A tile of a layer as PNG, WebP or JPEG, or a BBOX render in that format",
+        TileFormatQuery,
     ),
-    Route(
+    _tile(
         "/rtile/{style}/{z}/{x}/{y}.{format}",
-        get_tile,
-        methods=["GET"],
-        name="get_tile_nolang_format",
+        "get_tile_nolang_format",
+        "A tile of a layer as PNG, WebP or JPEG (language from `lang`)",
+        TileFormatQuery,
     ),
-    Route("/rtile/{style}/access", get_tile_access, methods=["GET"], name="get_tile_access"),
-    Route("/gis-layer-pretile/{id}", get_layer_pretile, methods=["GET"], name="get_layer_pretile"),
-    Route("/gis-speed-test", get_speed_test, methods=["GET"], name="get_speed_test"),
+    _endpoint(
+        "/rtile/{style}/access",
+        get_tile_access,
+        rule=_READ,
+        budget=None,  # the front counts the tiles it sends itself
+        query=StyleQuery,
+        answer={
+            "204": {
+                "description": "The caller may read the layer's tiles",
+                "headers": {
+                    "X-Principal": {
+                        "schema": {"type": "string"},
+                        "description": "The caller's principal id (its tiles budget)",
+                    }
+                },
+            }
+        },
+        errors=(401, 403, 404),
+    ),
+    _job(
+        "/gis-layer-pretile/{id}",
+        get_layer_pretile,
+        "id",
+        PretileQuery,
+        {"200": any_of("The plan (`dryrun=1`) or the job's result", PretilePlan, PretileResult)},
+        Job("pretile", "tiles.pretile"),
+    ),
+    _job(
+        "/gis-speed-test",
+        get_speed_test,
+        "layer",
+        SpeedTestQuery,
+        {"200": json_body(SpeedTest, "The summary")},
+        Job("speed-test", "tiles.speed_test"),
+    ),
 ]

@@ -7,23 +7,28 @@ import functools
 import gzip
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
+from pydantic import AfterValidator, Field, WithJsonSchema
 from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.access import visible_layers
+from api.access import Rule, visible_layers
+from api.endpoint import Endpoint
+from api.fields import AtMost, Box, Flag, Query, layer_id
 from api.links import absolute_url, api_prefix, link, route_path
-from api.params import bbox_param, flag, int_param
+from api.openapi.answers import binary, content, json_body
+from api.openapi.models import CacheDropped, FeatureCollection, TileJson, VectorCatalogue, ref
 from api.services import services
-from shared.tiles.grid import parse_tile
+from shared.params import parse_bbox
+from shared.tiles.grid import MAX_ZOOM, parse_tile
 from shared.vector.catalog import VectorLayer
 from shared.vector.geojson import GeoJsonParams, geojson
 from shared.vector.query import (
+    GEOMETRY_TYPES,
     LayerQuery,
     check_geometry_type,
     parse_filter,
@@ -31,7 +36,7 @@ from shared.vector.query import (
 )
 from shared.vector.tiles import tilejson, vector_tile
 
-__all__ = ["ROUTES"]
+__all__ = ["ENDPOINTS"]
 
 log = logging.getLogger("mapsvc.api")
 
@@ -39,40 +44,146 @@ MVT = "application/vnd.mapbox-vector-tile"
 #: tiles are gzipped as they are sent: level 1 makes them 3x faster than 5 for 6% more bytes
 #: (measured on tiles of 50-850 kB of points), and that CPU is PostgreSQL's on a busy host
 GZIP_LEVEL = 1
+_INT32 = 2**31 - 1
+_NOCACHE = "1: bypass the cache and compute afresh"
+_READ = Rule("reader", layers=("layer",), public=True)
 
 
-async def _layer(request: Request, refresh: bool = False) -> VectorLayer:
-    svc = services(request)
-    return await svc.vector.layer(svc.db, request.path_params["layer"], refresh=refresh)
+def _geometry_type(text: str) -> str:
+    found = check_geometry_type(text)  # refused unless a type's name, in any case (400)
+    assert found is not None
+    return found
 
 
-def _layer_query(request: Request, layer: VectorLayer) -> LayerQuery:
-    q = request.query_params
-    ids = q.get("id")
-    return LayerQuery(
-        filters=parse_filter(q.get("filter"), layer),
-        props=parse_names(q.get("props"), layer, "props"),
-        extent=bbox_param(request, ("extent",)),
-        ids=tuple(i.strip() for i in ids.split(",") if i.strip()) if ids else None,
-        geometry_type=check_geometry_type(q.get("type")),
-        named_query=q.get("sql"),
+#: a geometry type's name, in any case (upper-cased once parsed)
+GeometryType = Annotated[
+    str,
+    AfterValidator(_geometry_type),
+    WithJsonSchema({"type": "string", "enum": sorted(GEOMETRY_TYPES)}),
+]
+
+
+def _ids(text: str | None) -> tuple[str, ...] | None:
+    """The feature ids ``id`` names: comma-separated, blanks left out (None: none asked)."""
+    if text is None:
+        return None
+    return tuple(i.strip() for i in text.split(",") if i.strip())
+
+
+class FeaturesQuery(Query):
+    """A vector layer (the path), and which of its features to read: what GeoJSON and vector
+    tiles share."""
+
+    layer: str = layer_id()
+    props: str | None = Field(
+        None,
+        min_length=1,
+        description="Properties to return: `a,b`",
+        examples=["name,continent"],
+    )
+    filter: str | None = Field(
+        None,
+        min_length=1,
+        description="Conditions `<field><op><value>` separated by `,`; `<op>` is `=`, `!=`,"
+        " `>=`, `<=`, `>`, `<` or `~` (contains, any case); `\\,` is a comma in a value",
+        examples=["continent=Europe"],
+    )
+    extent: Box | None = Field(
+        None,
+        description="minx,miny,maxx,maxy in EPSG:4326 (min < max)",
+        examples=["-10,35,30,60"],
+    )
+    id: str | None = Field(None, min_length=1, description="Features by primary key: `1,2`")
+    type: GeometryType | None = Field(None, description="Only this geometry type (any case)")
+    sql: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="Name of a condition registered in the layer config",
     )
 
+    def of(self, layer: VectorLayer) -> LayerQuery:
+        """What to read of ``layer``.
 
-async def get_geojson(request: Request) -> Response:
-    """Features of a layer as a GeoJSON FeatureCollection, built in PostGIS and streamed."""
+        Raises:
+            InvalidInputError: a field ``layer`` lacks, a filter that does not parse, an extent
+                that is not a box in degrees.
+        """
+        return LayerQuery(
+            filters=parse_filter(self.filter, layer),
+            props=parse_names(self.props, layer, "props"),
+            extent=parse_bbox(self.extent, "extent") if self.extent is not None else None,
+            ids=_ids(self.id),
+            geometry_type=self.type,
+            named_query=self.sql,
+        )
+
+
+class GeoJsonQuery(FeaturesQuery):
+    """Features of a layer as GeoJSON: which, in which CRS, which page."""
+
+    srid: int = Field(4326, ge=1, le=_INT32, description="Output CRS as an EPSG code")
+    limit: Annotated[int | None, AtMost("vector.geojson_max_features")] = Field(
+        None,
+        ge=1,
+        description="Most features (default: the maximum, `MAPSVC_GEOJSON_MAX_FEATURES`)",
+    )
+    offset: int = Field(0, ge=0, le=_INT32, description="Features to skip")
+    geom: Flag = Field(True, description="0: no geometry")
+    debug: Flag = Field(False, description="1: add the SQL and its time")
+    reload: Flag = Field(False, description="1: read the layer catalogue again")
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class VectorTileQuery(FeaturesQuery):
+    """A tile of a layer's features."""
+
+    z: int = Field(ge=0, le=MAX_ZOOM, description="Zoom", examples=[8])
+    x: int = Field(ge=0, le=2**MAX_ZOOM - 1, description="Column, 0..2^z-1", examples=[72])
+    y: int = Field(ge=0, le=2**MAX_ZOOM - 1, description="Row, 0..2^z-1", examples=[110])
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class LayerOnlyQuery(Query):
+    """A vector layer by id."""
+
+    layer: str = layer_id()
+
+
+class DatasourceQuery(LayerOnlyQuery):
+    """A vector layer, its catalogue entry read afresh or not."""
+
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+class CatalogueQuery(Query):
+    """The catalogue, read afresh or not."""
+
+    nocache: Flag = Field(False, description=_NOCACHE)
+
+
+async def _layer(request: Request, layer: str, refresh: bool = False) -> VectorLayer:
+    """The layer of id ``layer`` (``refresh``: the catalogue read again); 404 when none."""
+    svc = services(request)
+    return await svc.vector.layer(svc.db, layer, refresh=refresh)
+
+
+async def get_geojson(request: Request, query: GeoJsonQuery) -> Response:
+    """Features of a layer as a GeoJSON FeatureCollection (spec 4.8).
+
+    Built in PostGIS and streamed.
+    """
     svc = services(request)
     settings = svc.settings
-    layer = await _layer(request, refresh=flag(request, "reload"))
-    most = settings.vector.geojson_max_features
+    layer = await _layer(request, query.layer, refresh=query.reload)
     params = GeoJsonParams(
-        query=_layer_query(request, layer),
-        srid=int_param(request, "srid", 4326, 1, 2**31 - 1),
-        limit=int_param(request, "limit", most, 1, most),
-        offset=int_param(request, "offset", 0, 0, 2**31 - 1),
-        with_geometry=request.query_params.get("geom", "1") != "0",
-        debug=flag(request, "debug"),
-        refresh=flag(request, "nocache") or flag(request, "reload"),
+        query=query.of(layer),
+        srid=query.srid,
+        limit=query.limit or settings.vector.geojson_max_features,
+        offset=query.offset,
+        with_geometry=query.geom,
+        debug=query.debug,
+        refresh=query.nocache or query.reload,
     )
     answer = await geojson(
         svc.db,
@@ -80,7 +191,7 @@ async def get_geojson(request: Request) -> Response:
         layer,
         params,
         functools.partial(link, request, route_path(request, "get_geojson", layer=layer.id)),
-        timeout_ms=settings.vector.vector_statement_timeout_ms,
+        timeout_ms=settings.vector.statement_timeout_ms,
         buffer_bytes=settings.vector.geojson_buffer_bytes,
     )
     if isinstance(answer, bytes):
@@ -136,14 +247,15 @@ class _CappedStream(StreamingResponse):
             await self.on_close()
 
 
-async def list_datasources(request: Request) -> JSONResponse:
-    """The catalogue: every vector layer the caller may read, with its TileJSON's URL.
+async def list_datasources(request: Request, query: CatalogueQuery) -> JSONResponse:
+    """The vector layers the caller may read (anonymous: the public ones).
 
-    Anonymous callers see the public layers (``MAPSVC_PUBLIC_LAYERS``), others those their
-    role and layer grants allow, as raster listings do.
+    Every vector layer the caller may read, with its TileJSON's URL: anonymous callers see the
+    public layers (``MAPSVC_PUBLIC_LAYERS``), others those their role and layer grants allow,
+    as raster listings do.
     """
     svc = services(request)
-    layers = await svc.vector.layers(svc.db, refresh=flag(request, "nocache"))
+    layers = await svc.vector.layers(svc.db, refresh=query.nocache)
     visible = visible_layers(request, sorted(layers))
     base = absolute_url(request, f"{api_prefix(request)}/gis-datasource/")
     return JSONResponse(
@@ -164,31 +276,33 @@ async def list_datasources(request: Request) -> JSONResponse:
     )
 
 
-async def get_datasource(request: Request) -> JSONResponse:
-    """The layer as TileJSON 3.0.0 (spec 2.5), its ``tiles`` the vector tile endpoint.
+async def get_datasource(request: Request, query: DatasourceQuery) -> JSONResponse:
+    """A vector layer as TileJSON 3.0.0 (spec 2.5, 4.9).
 
-    TileJSON wants absolute tile URLs: under ``MAPSVC_PUBLIC_URL``, else the request's checked
-    host; this answer is never cached.
+    Its ``tiles`` is the vector tile endpoint. TileJSON wants absolute tile URLs: under
+    ``MAPSVC_PUBLIC_URL``, else the request's checked host; this answer is never cached.
     """
-    layer = await _layer(request, refresh=flag(request, "nocache"))
+    layer = await _layer(request, query.layer, refresh=query.nocache)
     tiles = absolute_url(request, f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf")
     return JSONResponse(tilejson(layer, tiles))
 
 
-async def get_vtile(request: Request) -> Response:
-    """A Mapbox Vector Tile of the layer; 204 when no feature falls in it."""
+async def get_vtile(request: Request, query: VectorTileQuery) -> Response:
+    """A Mapbox Vector Tile of a layer.
+
+    ``204`` when no feature falls in it; gzipped when the client accepts it.
+    """
     svc = services(request)
     settings = svc.settings
-    p = request.path_params
-    tile = parse_tile(p["z"], p["x"], p["y"])
-    layer = await _layer(request)
-    query = _layer_query(request, layer)
+    tile = parse_tile(query.z, query.x, query.y)
+    layer = await _layer(request, query.layer)
+    features = query.of(layer)
     cache = svc.vector_cache
-    use_cache, key, data = not flag(request, "nocache"), "", None
+    use_cache, key, data = not query.nocache, "", None
     if use_cache:
         version = await cache.version(svc.db, layer)
         key = cache.key(
-            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": query.params()}
+            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": features.params()}
         )
         data = await cache.get(key)
     status = "HIT" if data is not None else "MISS"
@@ -196,10 +310,10 @@ async def get_vtile(request: Request) -> Response:
         data = await vector_tile(
             svc.db,
             layer,
-            query,
+            features,
             tile,
             max_features=settings.vector.vtile_max_features,
-            timeout_ms=settings.vector.vector_statement_timeout_ms,
+            timeout_ms=settings.vector.statement_timeout_ms,
         )
         if use_cache:
             await cache.put(key, data)
@@ -219,19 +333,61 @@ async def get_vtile(request: Request) -> Response:
     return Response(data, media_type=MVT, headers=headers)
 
 
-async def delete_vtile_cache(request: Request) -> JSONResponse:
-    """Drop every cached tile and GeoJSON answer of a layer (an admin call)."""
-    layer = await _layer(request, refresh=True)
+async def delete_vtile_cache(request: Request, query: LayerOnlyQuery) -> JSONResponse:
+    """Drop a layer's cached vector tiles and GeoJSON answers.
+
+    Every cached tile and GeoJSON answer of the layer (an operator's call).
+    """
+    layer = await _layer(request, query.layer, refresh=True)
     cache = services(request).vector_cache
     return JSONResponse({"layer": layer.id, "epoch": await cache.drop(layer)})
 
 
-ROUTES = [
-    Route("/geojson/{layer}", get_geojson, methods=["GET"], name="get_geojson"),
-    Route("/gis-datasource", list_datasources, methods=["GET"], name="list_datasources"),
-    Route("/gis-datasource/{layer}", get_datasource, methods=["GET"], name="get_datasource"),
-    Route("/vtile/{layer}/{z}/{x}/{y}.pbf", get_vtile, methods=["GET"], name="get_vtile"),
-    Route(
-        "/vtile/{layer}/cache", delete_vtile_cache, methods=["DELETE"], name="delete_vtile_cache"
+#: an endpoint of the vector layers: a GET of their group
+_endpoint = functools.partial(Endpoint, "GET", tag="vector")
+#: a look at the layer the parameter ``layer`` names (public ones: anyone's), its data
+_look = functools.partial(_endpoint, rule=_READ, budget="data", errors=(404, 422))
+
+ENDPOINTS = [
+    _look(
+        "/geojson/{layer}",
+        get_geojson,
+        query=GeoJsonQuery,
+        answer={"200": content("application/geo+json", ref(FeatureCollection), "The features")},
+    ),
+    _endpoint(
+        "/gis-datasource",
+        list_datasources,
+        rule=Rule(None, public=True),  # anonymous callers: the public layers
+        budget="data",
+        query=CatalogueQuery,
+        answer={"200": json_body(VectorCatalogue, "The layers, by id")},
+    ),
+    _look(
+        "/gis-datasource/{layer}",
+        get_datasource,
+        query=DatasourceQuery,
+        answer={"200": json_body(TileJson, "The layer")},
+    ),
+    _look(
+        "/vtile/{layer}/{z}/{x}/{y}.pbf",
+        get_vtile,
+        budget="tiles",  # a tile, not data
+        query=VectorTileQuery,
+        answer={
+            "200": binary(MVT, "The tile (gzip if asked)"),
+            "204": {"description": "No feature falls in the tile"},
+        },
+    ),
+    Endpoint(
+        "DELETE",
+        "/vtile/{layer}/cache",
+        delete_vtile_cache,
+        rule=Rule("operator", layers=("layer",)),
+        budget=None,
+        query=LayerOnlyQuery,
+        answer={"200": json_body(CacheDropped, "Dropped")},
+        errors=(404,),
+        tag="vector",
     ),
 ]

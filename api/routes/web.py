@@ -12,17 +12,22 @@ import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote, urlsplit
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
 
+from api.access import Rule
+from api.endpoint import Endpoint, Handler
+from api.fields import Query
 from api.links import api_prefix
+from api.openapi.models import FrontDoor, ref
 from shared.errors import NotFoundError, UnavailableError
 from shared.version import VERSION
 
-__all__ = ["DIST", "PAGE_ROUTES", "ROUTES", "wants_json"]
+__all__ = ["DIST", "ENDPOINTS", "wants_json"]
 
 #: the build of ``api/web`` (``make web``); looked up on every request, so a build made while
 #: the API runs is served at once
@@ -81,13 +86,28 @@ def _quality(accept: str, media_type: str) -> float:
     return best
 
 
-def wants_json(request: Request) -> bool:
-    """Whether the client prefers JSON to HTML: ``?f=json|html``, else its ``Accept``.
+class FrontQuery(Query):
+    """The form of the front door's answer."""
+
+    f: Literal["json", "html"] | None = Field(
+        None,
+        description="The answer's form; unset: by `Accept` (a browser, naming HTML, gets HTML)",
+    )
+
+
+class AssetQuery(Query):
+    """A file of the build, by its path in it (checked by :func:`_built`)."""
+
+    path: str
+
+
+def wants_json(request: Request, chosen: str | None) -> bool:
+    """Whether the client prefers JSON to HTML: ``chosen`` (``json`` or ``html``, its ``?f=``),
+    else its ``Accept``.
 
     A browser names ``text/html``; a client that names neither (``*/*``, no header) gets JSON.
     """
-    chosen = request.query_params.get("f")
-    if chosen in ("json", "html"):
+    if chosen is not None:
         return chosen == "json"
     accept = request.headers.get("accept", "") or "*/*"
     as_json, as_html = _quality(accept, "application/json"), _quality(accept, "text/html")
@@ -146,11 +166,14 @@ watched live.</p>
 """
 
 
-async def get_front(request: Request) -> Response:
-    """The front door: name, version and links, as HTML for browsers, else JSON."""
+async def get_front(request: Request, query: FrontQuery) -> Response:
+    """The front door: name, version, links to the viewer, the docs, this document.
+
+    HTML for browsers, else JSON.
+    """
     links = _links(request)
     headers = {"Vary": "Accept", "Cache-Control": "no-cache"}  # Flower's link names the host
-    if wants_json(request):
+    if wants_json(request, query.f):
         body = {
             "service": "mapsvc",
             "version": VERSION,
@@ -212,16 +235,48 @@ async def get_api_docs(request: Request) -> Response:
     return _file(request, _built("docs.html"), _PAGE_HEADERS)
 
 
-async def get_web_asset(request: Request) -> Response:
+async def get_web_asset(request: Request, query: AssetQuery) -> Response:
     """A file of the build: scripts, styles, MapLibre GL JS, Swagger UI."""
-    return _file(request, _built(request.path_params["path"]), {"Cache-Control": "no-cache"})
+    return _file(request, _built(query.path), {"Cache-Control": "no-cache"})
 
 
-#: the front door, under each mount (``/api-user/``) and at the root
-ROUTES = [Route("/", get_front, methods=["GET"], name="get_front")]
-#: the pages and their files, at the root only
-PAGE_ROUTES = [
-    Route("/viewer", get_viewer, methods=["GET"], name="get_viewer"),
-    Route("/docs", get_api_docs, methods=["GET"], name="get_api_docs"),
-    Route("/web/{path:path}", get_web_asset, methods=["GET"], name="get_web_asset"),
+def _page(path: str, handler: Handler, query: type[Query] | None = None) -> Endpoint:
+    """A page or file at the root: open (a page asks for credentials itself), not API."""
+    return Endpoint(
+        "GET",
+        path,
+        handler,
+        rule=Rule(None),
+        budget=None,
+        query=query,
+        place="root",
+        documented=False,
+    )
+
+
+#: the front door, under each mount (``/api-user/``) and at the root; then the pages and their
+#: files, at the root only
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/",
+        get_front,
+        rule=Rule(None),
+        budget=None,
+        query=FrontQuery,
+        answer={
+            "200": {
+                "description": "HTML for a browser, JSON for a client that asks for it",
+                "content": {
+                    "application/json": {"schema": ref(FrontDoor)},
+                    "text/html": {"schema": {"type": "string"}},
+                },
+            }
+        },
+        tag="system",
+        place="mounts+root",
+    ),
+    _page("/viewer", get_viewer),
+    _page("/docs", get_api_docs),
+    _page("/web/{path:path}", get_web_asset, AssetQuery),
 ]

@@ -229,7 +229,7 @@ def issue_code(
         redirect_uri: where the code goes: one of the client's, exactly.
         code_challenge: the PKCE challenge; a public client must give one.
         code_challenge_method: ``S256`` (the only method accepted) with a challenge.
-        ttl_s: the code's lifetime (``settings.auth.auth_code_ttl_s``).
+        ttl_s: the code's lifetime (``settings.auth.code_ttl_s``).
 
     Returns:
         The code: stored only as its digest.

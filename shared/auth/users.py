@@ -280,6 +280,9 @@ def authenticate(
             (``retry_after_s``: for how long yet).
     """
     key = login.strip().lower()
+    if "\x00" in key:  # no login holds a NUL (PostgreSQL's text cannot): none to look up
+        hashing.verify_dummy(password)
+        raise UnauthorizedError(BAD_CREDENTIALS)
     with engine.connect() as conn:
         row = conn.execute(select(users).where(func.lower(users.c.login) == key)).first()
         table, where = _tracker(row, key)

@@ -15,6 +15,7 @@ from shared.paths import resolve_inside
 from shared.workdir import WorkDir
 
 __all__ = [
+    "RASTER_LAYER_EXAMPLE",
     "HEAD_BYTES",
     "RASTER_SUFFIXES",
     "decode_id",
@@ -27,6 +28,9 @@ __all__ = [
     "relative",
     "resolve",
 ]
+
+#: the id of a raster layer in examples: the demo's single/RGB.byte.tif
+RASTER_LAYER_EXAMPLE = "c2luZ2xlL1JHQi5ieXRlLnRpZg"
 
 #: File suffixes taken for rasters (checked against the file's first bytes as well).
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import morecantile
 
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, NotFoundError
 
 __all__ = ["MAX_ZOOM", "TMS", "RenderArea", "TileAddress", "parse_tile"]
 
@@ -65,26 +65,31 @@ def _bounds_4326(z: int, x: int, y: int) -> tuple[float, float, float, float]:
     return (b.left, b.bottom, b.right, b.top)
 
 
-def _integer(name: str, value: str) -> int:
+def _integer(name: str, value: str | int) -> int:
     try:
         return int(value)
     except ValueError:
         raise InvalidInputError(f"{name} must be an integer", parameter=name, value=value) from None
 
 
-def parse_tile(z: str, x: str, y: str) -> TileAddress:
+def parse_tile(z: str | int, x: str | int, y: str | int) -> TileAddress:
     """The tile at ``z/x/y`` as given in a URL.
 
     Raises:
-        InvalidInputError: a part is not an integer, or out of the grid (zoom 0..24).
+        InvalidInputError: a part is not an integer, a zoom out of 0..24, or a negative part.
+        NotFoundError: a column or row past the zoom's last (no such tile).
     """
     tile = TileAddress(_integer("z", z), _integer("x", x), _integer("y", y))
     if not 0 <= tile.z <= MAX_ZOOM:
         raise InvalidInputError(f"z must be 0..{MAX_ZOOM}", parameter="z", value=tile.z)
     side = 2**tile.z
     for name, value in (("x", tile.x), ("y", tile.y)):
-        if not 0 <= value < side:
-            raise InvalidInputError(
-                f"{name} must be 0..{side - 1} at zoom {tile.z}", parameter=name, value=value
+        if value < 0:
+            raise InvalidInputError(f"{name} must be 0 or more", parameter=name, value=value)
+        if value >= side:  # a well-formed address of no tile: none exists there (OGC API)
+            raise NotFoundError(
+                f"no such tile: {name} is 0..{side - 1} at zoom {tile.z}",
+                parameter=name,
+                value=value,
             )
     return tile

@@ -1,6 +1,6 @@
 """The catalogue of vector layers: every table or view with a geometry column in the schemas.
 
-Found from the PostGIS catalog (``geometry_columns``) and kept for ``vector_catalog_ttl_s``.
+Found from the PostGIS catalog (``geometry_columns``) and kept for ``vector.catalog_ttl_s``.
 A layer's id is ``schema.table`` (or an alias from the layer config file); schemas, tables
 and columns outside the catalogue cannot be reached, and every identifier put into SQL comes
 from here, quoted.

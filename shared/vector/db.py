@@ -51,7 +51,7 @@ def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncE
             default: ``MAPSVC_DB_POOL_SIZE`` plus ``MAPSVC_DB_MAX_OVERFLOW`` under load.
     """
     idle_ms = max(1, int(settings.vector.geojson_max_s * 1000))
-    timeout = f"-c statement_timeout={settings.vector.vector_statement_timeout_ms}"
+    timeout = f"-c statement_timeout={settings.vector.statement_timeout_ms}"
     engine = create_async_engine(
         settings.database_url,
         pool_pre_ping=True,

@@ -239,6 +239,11 @@ def test_basic_login_and_wrong_password(anon: TestClient) -> None:
     assert_error(r.json(), "unauthorized")
     r = anon.get(RASTERS, headers={"Authorization": "Basic !!notbase64"})
     assert r.status_code == 401
+    for nul in (f"{login}\x00", "\x00"):  # no login holds a NUL: refused, never a 500
+        r = anon.get(RASTERS, headers=basic(nul, PASSWORD))
+        assert r.status_code == 401, r.text
+        assert_error(r.json(), "unauthorized")
+    assert anon.get(RASTERS, headers=basic(login, PASSWORD)).status_code == 200
 
 
 def test_login_gives_a_jwt_that_works_and_forgeries_that_do_not(
@@ -473,6 +478,86 @@ def test_a_public_client_must_use_pkce(anon: TestClient) -> None:
     r = anon.post("/oauth/authorize", data=form, follow_redirects=False)
     assert r.status_code == 302
     assert parse_qs(urlsplit(r.headers["location"]).query)["error"] == ["invalid_request"]
+
+
+def test_the_authorize_endpoint_answers_as_rfc_6749_says(anon: TestClient) -> None:
+    """Another response type or a refusal goes back to the redirect URI with the error and the
+    state; a malformed request (no client) is refused without a redirect."""
+    redirect = "https://app.example/cb"
+    cid = new_client(anon, public=True, redirect=redirect)["client_id"]
+    asked = {"client_id": cid, "redirect_uri": redirect, "state": "s-2"}
+    r = anon.get("/oauth/authorize", params={**asked, "response_type": "token"},
+                 follow_redirects=False)  # fmt: skip
+    assert r.status_code == 302
+    back = parse_qs(urlsplit(r.headers["location"]).query)
+    assert back == {"error": ["unsupported_response_type"], "state": ["s-2"]}
+    r = anon.post("/api-user/oauth/authorize", data={**asked, "decision": "deny"},
+                  follow_redirects=False)  # fmt: skip
+    assert r.status_code == 302
+    back = parse_qs(urlsplit(r.headers["location"]).query)
+    assert back == {"error": ["access_denied"], "state": ["s-2"]}
+    no_client = {"response_type": "code", "redirect_uri": redirect}
+    for r in (
+        anon.get("/oauth/authorize", params=no_client, follow_redirects=False),
+        anon.post("/oauth/authorize", data=no_client, follow_redirects=False),
+    ):
+        assert r.status_code == 400, r.text
+        assert "location" not in r.headers
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "client_id"
+
+
+def test_the_token_endpoint_words_a_malformed_form_as_rfc_6749_does(anon: TestClient) -> None:
+    client = new_client(anon, public=False)
+    cid, secret = client["client_id"], client["client_secret"]
+    for form, error in (
+        ({}, "invalid_request"),  # no grant_type
+        ({"grant_type": "client_credentials"}, "unsupported_grant_type"),
+        ({"grant_type": "password", "username": "ann"}, "invalid_request"),  # no password
+        ({"grant_type": "refresh_token", "refresh_token": ""}, "invalid_request"),
+        ({"grant_type": "authorization_code", "code": "c"}, "invalid_request"),  # no redirect_uri
+    ):
+        r = token(anon, client_id=cid, client_secret=secret, **form)
+        assert r.status_code == 400, form
+        assert r.json()["error"] == error, (form, r.text)
+    r = token(anon, grant_type="password", username="ann")
+    assert r.json()["error_description"] == "password is required"
+    r = token(anon, grant_type="password", username="ann", password=PASSWORD)  # no client
+    assert r.json() == {"error": "invalid_request", "error_description": "client_id is required"}
+
+
+def test_the_login_takes_a_form_and_names_what_is_missing(anon: TestClient) -> None:
+    login = new_user(anon)
+    for name in ("login", "user", "username"):
+        r = anon.post("/api/auth", data={name: login, "password": PASSWORD})
+        assert r.status_code == 200, (name, r.text)
+        assert r.json()["login"] == login
+    r = anon.post("/api/auth", json={"user": login, "password": ""})
+    assert r.status_code == 400
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "password"
+
+
+def test_the_admin_api_refuses_malformed_parameters_and_bodies(anon: TestClient) -> None:
+    for path, parameter in (
+        ("/users/0", "id"),
+        ("/users/x", "id"),
+        ("/users?ord=password", "ord"),
+        ("/api-keys?role=root", "role"),
+        ("/oauth-clients?ord=secret", "ord"),
+    ):
+        r = anon.get(f"/api-user{path}", headers=AUTH)
+        assert r.status_code == 400, path
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+    for method, path, body, parameter in (
+        ("POST", "/users", {"login": "a", "password": "short"}, "password"),
+        ("POST", "/api-keys", {"name": "k", "secret": "x"}, "secret"),  # unknown fields too
+        ("PUT", "/oauth-clients/nosuchclient", {"grant_types": ["implicit"]}, "grant_types.0"),
+    ):
+        r = anon.request(method, f"/api-user{path}", json=body, headers=AUTH)
+        assert r.status_code == 400, (path, r.text)
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+    # ordered by a column the document lists, newest first
+    keys = admin(anon, "GET", "/api-keys?ord=-last_used")
+    assert isinstance(keys, list)
 
 
 # -- jobs, quotas, storage -----------------------------------------------------------------

@@ -100,7 +100,7 @@ def test_a_cached_public_tile_comes_from_disk_byte_for_byte(fronted: tuple[str, 
     assert hit.content == first.content
     assert hit.headers["content-type"] == "image/png"
     assert hit.headers["x-cache"] == "HIT"
-    assert hit.headers["cache-control"] == f"public, max-age={settings.tiles.tile_max_age_s}"
+    assert hit.headers["cache-control"] == f"public, max-age={settings.tiles.max_age_s}"
     assert hit.headers["access-control-allow-origin"] == "*"
     etag = hit.headers["etag"]
     assert etag.startswith('"')  # a strong validator
@@ -199,7 +199,7 @@ def test_a_key_reads_cached_tiles_of_its_layers_from_disk(
         assert hit.content == first.content
         assert hit.headers["x-cache"] == "HIT"
         # a layer that is not public: never kept by a shared cache
-        assert hit.headers["cache-control"] == f"private, max-age={settings.tiles.tile_max_age_s}"
+        assert hit.headers["cache-control"] == f"private, max-age={settings.tiles.max_age_s}"
         again = httpx.get(
             url,
             headers={**kwargs.get("headers", {}), "If-None-Match": hit.headers["etag"]},

@@ -11,6 +11,7 @@ import uuid
 import pytest
 from starlette.testclient import TestClient
 
+from shared.diag import MAX_PROBE_DELAY_MS
 from shared.settings import Settings
 from tests.checks import assert_error
 from tests.conftest import admin_client
@@ -87,6 +88,7 @@ def test_failed_job_gives_its_error(client: TestClient, worker: subprocess.Popen
         ("steps=0", "steps"),
         ("steps=abc", "steps"),
         ("delay_ms=-1", "delay_ms"),
+        (f"delay_ms={MAX_PROBE_DELAY_MS + 1}", "delay_ms"),
         ("steps=2&fail_at=5", None),
         ("async=maybe", "async"),
     ],
@@ -99,6 +101,13 @@ def test_bad_probe_parameters_are_400(
     error = assert_error(r.json(), "invalid-input")
     if parameter:
         assert error["detail"]["parameter"] == parameter
+
+
+def test_the_streams_document_last_event_id_and_after(client: TestClient) -> None:
+    paths = client.get("/api-user/openapi.json").json()["paths"]
+    for path in ("/events", "/jobs/{job_id}/events"):
+        named = {(p["in"], p["name"]) for p in paths[path]["get"]["parameters"]}
+        assert {("header", "Last-Event-ID"), ("query", "after")} <= named, path
 
 
 def test_unknown_job_is_404(client: TestClient) -> None:
@@ -199,7 +208,8 @@ def test_the_jobs_collection_lists_pages_and_filters(
     assert first == client.get(f"/api-user/jobs/{first['id']}").json()  # each as GET /jobs/{id}
     assert {job["kind"] for job in newest["jobs"]} == {kind}
     # pages: two at a time, following next
-    pages, url = [], "/api-user/jobs?kind=probe&limit=2"
+    pages: list[str] = []
+    url: str | None = "/api-user/jobs?kind=probe&limit=2"
     while url and len(pages) < 100:
         page = client.get(url).json()
         assert page["limit"] == 2

@@ -1,4 +1,5 @@
-"""The quota middleware on a small app: budgets, callers, refusals, and Redis down."""
+"""Budgets on a small app of endpoints: budgets, callers, refusals, and Redis down; and the
+budget each route of the API declares."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.quotas import QuotaMiddleware, budget_of
+from api.access import Rule
+from api.app import create_app
+from api.endpoint import Endpoint
+from api.endpoint import routes as routes_of
+from api.quotas import Budget, Budgets
 from shared.auth.principal import ANONYMOUS, Principal
-from shared.settings import AuthSettings
+from shared.settings import AuthSettings, Settings
 from tests.conftest import REDIS_URL, free_port
 
 LIMITS = AuthSettings(
@@ -50,28 +55,37 @@ async def ok(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
+def _endpoints(routes: dict[str, Budget | None]) -> list[BaseRoute]:
+    """Endpoints answering ``ok`` with these budgets, their principal set by the test's
+    middleware (``own_credentials``: no authentication runs)."""
+    endpoints = [
+        Endpoint("GET", path, ok, rule=Rule(None), budget=budget, own_credentials=True, name=path)
+        for path, budget in routes.items()
+    ]
+    return list(routes_of(endpoints, root=False))
+
+
 def make_app(redis_url: str) -> Starlette:
-    """The middleware as the API installs it: its Redis client the lifespan's ``aredis``."""
+    """Budgets as the API keeps them: counted in the lifespan's Redis client."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-        app.state.services = SimpleNamespace(aredis=client)
+        app.state.services = SimpleNamespace(budgets=Budgets(LIMITS, client))
         yield
         await client.aclose()
 
-    routes = [
-        Route("/rtile/{path:path}", ok),
-        Route("/geojson/{layer}", ok),
-        Route("/gis-raster/{path:path}", ok),
-        Route("/health", ok),
-    ]
+    routes = _endpoints(
+        {
+            "/rtile/{path:path}": "tiles",
+            "/geojson/{layer}": "data",
+            "/gis-raster/{path:path}": "jobs",
+            "/health": None,
+        }
+    )
     return Starlette(
         routes=[Mount("/api-user", routes=routes), Mount("/api/v1", routes=routes)],
-        middleware=[
-            Middleware(PrincipalFromHeader),
-            Middleware(QuotaMiddleware, settings=LIMITS),
-        ],
+        middleware=[Middleware(PrincipalFromHeader)],
         lifespan=lifespan,
     )
 
@@ -164,26 +178,38 @@ def test_routes_without_budget_are_never_limited(tc: TestClient) -> None:
         assert "RateLimit-Limit" not in answer.headers
 
 
+def _budget_of(method: str, path: str) -> Budget | None:
+    """The budget of the API's endpoint that answers ``method path``."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    for mount in create_app(Settings()).router.routes:
+        match, child = mount.matches(scope)
+        if isinstance(mount, Mount) and match is not Match.NONE:
+            for route in mount.routes:
+                if route.matches({**scope, **child})[0] is Match.FULL:
+                    assert isinstance(route, Route)
+                    endpoint = route.endpoint.__self__  # type: ignore[attr-defined]
+                    assert isinstance(endpoint, Endpoint)
+                    return endpoint.budget
+    raise AssertionError(f"no route {method} {path}")
+
+
 def test_budget_table() -> None:
     cases = {
-        ("GET", "/api-user/rtile/osm/1/0/0.png"): "tiles",
+        ("GET", "/api-user/rtile/abc/1/0/0.png"): "tiles",
         ("GET", "/api/v1/vtile/roads/1/0/0.pbf"): "tiles",
         ("DELETE", "/api-user/vtile/roads/cache"): None,
         ("GET", "/api-user/gis-raster"): "data",
-        ("GET", "/api-user/gis-raster/"): "data",
         ("GET", "/api-user/gis-raster/a/b.tif"): "jobs",
         ("GET", "/api-user/gis-raster-info/abc"): "data",
         ("GET", "/api-user/dzk.api"): "providers",
         ("GET", "/api-user/gis-url-proxy"): "providers",
         ("POST", "/api-user/pdf-merge"): "jobs",
-        ("OPTIONS", "/api-user/geocode"): None,
+        ("GET", "/api-user/diag/probe"): "jobs",
         ("GET", "/api-user/openapi.json"): None,
         ("GET", "/api-user/jobs/abc/events"): None,
         ("POST", "/api-user/oauth/token"): None,
-        ("GET", "/rtile/osm/1/0/0.png"): None,  # outside the mounts
-        ("GET", "/api-userx/geocode"): None,
     }
-    assert {case: budget_of(*case) for case in cases} == cases
+    assert {case: _budget_of(*case) for case in cases} == cases
 
 
 def test_redis_down_lets_requests_through(address: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -216,10 +242,8 @@ class FailingRedis:
 )
 def test_redis_failures_pass_and_pause(error: Exception, calls: int) -> None:
     fake = FailingRedis(error)
-    app = Starlette(
-        routes=[Route("/api-user/geojson/{layer}", ok)],
-        middleware=[Middleware(QuotaMiddleware, settings=LIMITS, redis=fake)],  # type: ignore[arg-type]
-    )
+    app = Starlette(routes=_endpoints({"/api-user/geojson/{layer}": "data"}))
+    app.state.services = SimpleNamespace(budgets=Budgets(LIMITS, fake))  # type: ignore[arg-type]
     with TestClient(app) as client:
         assert [client.get("/api-user/geojson/x").status_code for _ in range(5)] == [200] * 5
     assert fake.calls == calls

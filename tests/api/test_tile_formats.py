@@ -233,13 +233,18 @@ def test_bbox_render_in_a_format_and_at_2x(tc: TestClient, style: str, raster_di
         ("0@3x.png", "y"),
         ("0@2x@2x.webp", "y"),
         ("x@2x.webp", "y"),
-        ("8@2x.jpg", "y"),  # out of the grid at zoom 3
     ],
 )
 def test_bad_tile_names(tc: TestClient, style: str, name: str, parameter: str) -> None:
     r = tc.get(f"/api-user/rtile/{style}/en/3/0/{name}")
     assert r.status_code == 400, r.text
     assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+
+
+def test_a_tile_past_the_grid_does_not_exist(tc: TestClient, style: str) -> None:
+    r = tc.get(f"/api-user/rtile/{style}/en/3/0/8@2x.jpg")  # rows 0..7 at zoom 3
+    assert r.status_code == 404, r.text
+    assert assert_error(r.json(), "not-found")["detail"]["parameter"] == "y"
 
 
 def test_s3_keeps_each_variant_under_its_key_with_its_type(

@@ -171,7 +171,7 @@ def test_debug_gives_bbound_and_a_command_that_renders_the_same_png(
     ("path", "status", "code"),
     [
         (f"/api-user/rtile/{RGB_ID}/en/25/0/0.png", 400, "invalid-input"),
-        (f"/api-user/rtile/{RGB_ID}/en/3/8/0.png", 400, "invalid-input"),
+        (f"/api-user/rtile/{RGB_ID}/en/3/8/0.png", 404, "not-found"),  # columns 0..7 at z3
         (f"/api-user/rtile/{RGB_ID}/en/3/0/-1.png", 400, "invalid-input"),
         (f"/api-user/rtile/{RGB_ID}/en/z/0/0.png", 400, "invalid-input"),
         (f"/api-user/rtile/{RGB_ID}/en/1.5/0/0.png", 400, "invalid-input"),

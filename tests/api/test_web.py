@@ -100,6 +100,21 @@ def test_front_door_is_in_the_openapi_document(client: TestClient) -> None:
     assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/html"}
 
 
+def test_front_door_refuses_an_unknown_form(client: TestClient) -> None:
+    r = client.get("/?f=xml")
+    assert r.status_code == 400
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "f"
+
+
+@pytest.mark.usefixtures("dist")
+def test_pages_are_at_the_root_only_and_not_in_the_openapi_document(client: TestClient) -> None:
+    paths = client.get("/api-user/openapi.json").json()["paths"]
+    assert not {"/viewer", "/docs", "/web/{path}"} & set(paths)
+    for path in ("/viewer", "/docs", "/web/viewer.js"):
+        assert client.get(path).status_code == 200
+        assert client.get(f"/api-user{path}").status_code == 404
+
+
 @pytest.mark.usefixtures("dist")
 def test_pages_and_files_of_the_build(client: TestClient) -> None:
     for path, title in (("/viewer", "viewer"), ("/docs", "docs")):

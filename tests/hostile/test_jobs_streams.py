@@ -277,8 +277,8 @@ def test_stalled_job_ends_failed_once_when_read(
     settings: Settings, rdb: redis.Redis, client: TestClient, live_server: str
 ) -> None:
     store = JobStore(rdb, settings)
-    stalled = stalled_record(store, settings.jobs.job_stall_s + 5)
-    alive = stalled_record(store, settings.jobs.job_stall_s - 60)
+    stalled = stalled_record(store, settings.jobs.stall_s + 5)
+    alive = stalled_record(store, settings.jobs.stall_s - 60)
     job = client.get(f"/api-user/jobs/{stalled}").json()
     assert job["state"] == "failed"
     assert job["error"]["code"] == "unavailable"
@@ -290,7 +290,7 @@ def test_stalled_job_ends_failed_once_when_read(
     assert texts[-1].startswith(STALLED)
     # read again (and by the workers' watchdog): still one final line
     assert client.get(f"/api-user/jobs/{stalled}").json()["state"] == "failed"
-    assert store.end_stalled(settings.jobs.job_stall_s) == []
+    assert store.end_stalled(settings.jobs.stall_s) == []
     assert len(finals(rdb, stalled)) == 1
     # a job that wrote a line recently is left alone
     assert client.get(f"/api-user/jobs/{alive}").json()["state"] != "failed"
@@ -301,8 +301,8 @@ def test_watchdog_of_the_workers_ends_a_job_nobody_reads(
     settings: Settings, rdb: redis.Redis, worker: subprocess.Popen[bytes]
 ) -> None:
     store = JobStore(rdb, settings)
-    job_id = stalled_record(store, settings.jobs.job_stall_s + 5)
-    deadline = time.monotonic() + 10 * settings.jobs.job_watchdog_interval_s + 10
+    job_id = stalled_record(store, settings.jobs.stall_s + 5)
+    deadline = time.monotonic() + 10 * settings.jobs.watchdog_interval_s + 10
     while rdb.hget(f"mapsvc:job:{job_id}", "outcome") is None:
         assert time.monotonic() < deadline, "the watchdog did not end the job"
         time.sleep(0.2)

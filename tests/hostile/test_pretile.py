@@ -219,7 +219,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
 ) -> None:
     """A run ended by someone else (a watchdog, the API) or lost frees its layer."""
     store = JobStore(rdb, settings)
-    lock = PretileLock(store, scene, settings.jobs.job_time_limit_s)
+    lock = PretileLock(store, scene, settings.jobs.time_limit_s)
     stalled = str(uuid.uuid4())
     store.create(stalled, "pretile", {"style": scene})
     assert lock.acquire(stalled) is None
@@ -240,7 +240,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
     r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=9")
     assert r.status_code == 200, r.text
     # a lock naming a job whose record is gone (expired), set long ago
-    rdb.set(lock.key, str(uuid.uuid4()), ex=settings.jobs.job_time_limit_s - 60)
+    rdb.set(lock.key, str(uuid.uuid4()), ex=settings.jobs.time_limit_s - 60)
     r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=9")
     assert r.status_code == 200, r.text
     assert r.json()["skipped"] == 6

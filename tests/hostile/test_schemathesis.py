@@ -26,7 +26,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.openapi import openapi_document, openapi_path
-from api.routes import ROUTES
+from api.routes import MOUNTED, ROUTES
 from shared.settings import Settings
 from tests.checks import AUTH
 
@@ -118,7 +118,7 @@ def api_base(live_server: str, worker: Any, raster_dir: Any, vector_tables: str)
 
 # the document the server serves (same routes, same settings), loaded when pytest collects
 schema = schemathesis.openapi.from_dict(
-    openapi_document(ROUTES, Settings(), "/api-user"),
+    openapi_document(MOUNTED, Settings(), "/api-user"),
     config=schemathesis.Config.from_dict(
         {
             "seed": 10,

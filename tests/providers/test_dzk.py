@@ -165,6 +165,7 @@ def test_kadastr_not_configured(settings: Settings) -> None:
         ({"cad_num": "3222486200-03-001-0001"}, "cad_num"),
         ({"lng": 30}, "lat"),
         ({"lng": 190, "lat": 50}, "lng"),
+        ({"lng": "inf", "lat": 50}, "lng"),
         ({"lng": 30, "lat": "north"}, "lat"),
     ],
 )

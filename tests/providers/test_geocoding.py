@@ -159,6 +159,9 @@ def test_geocode_is_cached(pclient: TestClient) -> None:
         ({}, "q"),
         ({"q": "  "}, "q"),
         ({"q": "a", "limit": "0"}, "limit"),
+        ({"q": "a", "limit": "51"}, "limit"),
+        ({"q": "a", "limit": "ten"}, "limit"),
+        ({"q": "a" * 501}, "q"),
         ({"q": "a", "bbox": "1,2,3"}, "bbox"),
         ({"q": "a", "bbox": "10,0,5,1"}, "bbox"),
         ({"q": "a", "lang": "english!"}, "lang"),
@@ -169,6 +172,13 @@ def test_geocode_bad_input(pclient: TestClient, params: dict, parameter: str) ->
     assert r.status_code == 400
     assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
     assert not fakes.CALLS
+
+
+def test_geocode_defaults_and_blanks(pclient: TestClient) -> None:
+    """At most 10 places unless asked; blanks around ``q`` do not count."""
+    r = pclient.get("/api-user/geocode", params={"q": "  Khreshchatyk 12 "})
+    assert r.status_code == 200
+    assert r.json()["query"] == {"q": "Khreshchatyk 12", "lang": "en", "limit": 10, "bbox": None}
 
 
 def test_geocode_not_configured(bare_client: TestClient) -> None:
@@ -305,6 +315,8 @@ def test_reverse_keys_run_concurrently(pclient: TestClient) -> None:
         ({"x": 30}, "y"),
         ({"x": "abc", "y": 50}, "x"),
         ({"x": "nan", "y": 50}, "x"),
+        ({"x": "inf", "y": 50}, "x"),
+        ({"x": 30, "y": "-Infinity"}, "y"),
         ({"x": 181, "y": 50}, "x"),
         ({"x": 30, "y": -90.5}, "y"),
         ({"x": 30, "y": ""}, "y"),

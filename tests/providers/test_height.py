@@ -165,7 +165,8 @@ def test_height_provider_failures(psettings: Settings) -> None:
         ({"y": 1}, "x"),
         ({"x": "east", "y": 1}, "x"),
         ({"x": -180.5, "y": 1}, "x"),
-        ({"locations": ""}, "locations"),
+        ({"x": "nan", "y": 1}, "x"),
+        ({"locations": ""}, "x"),  # an empty parameter is an absent one
         ({"locations": "91,0"}, "locations"),
         ({"locations": "1;2"}, "locations"),
         ({"locations": "|".join(["1,2"] * 101)}, "locations"),

@@ -149,6 +149,16 @@ def test_proxy_bad_input(proxy_client: TestClient) -> None:
     assert r.status_code == 400
 
 
+def test_proxy_refusals_carry_its_headers(proxy_client: TestClient, fake_base: str) -> None:
+    """Refused before the fetch (credentials): still no sniffing, the sandbox."""
+    r = proxy(proxy_client, f"{fake_base}/proxy/data.geojson", Authorization="Bearer nonsense")
+    assert r.status_code == 401
+    assert_error(r.json(), "invalid-token")
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in r.headers["content-security-policy"]
+    assert not fakes.CALLS["proxy"]
+
+
 def test_empty_allowlist_refuses_everything(bare_client: TestClient, fake_base: str) -> None:
     r = proxy(bare_client, f"{fake_base}/proxy/data.geojson")
     assert r.status_code == 403

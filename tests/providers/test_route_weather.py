@@ -76,6 +76,8 @@ def test_no_route_is_404(pclient: TestClient) -> None:
         ({"points": "30.5,50.4;"}, "points"),
         ({"points": "30.5,50.4;abc"}, "points"),
         ({"points": "30.5,50.4;30.6,95"}, "points"),
+        ({"points": "30.5,50.4;nan,50"}, "points"),
+        ({"points": ";".join(["30.5,50.4"] * 26)}, "points"),
         ({"points": POINTS, "profile": "plane"}, "profile"),
         ({"points": POINTS, "steps": "maybe"}, "steps"),
     ],

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
-import api.authn
 from api.app import create_app
+from shared.auth import keys
 from shared.auth.principal import Principal
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
@@ -45,13 +45,13 @@ def strict(settings: Settings) -> Settings:
 def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The keys looked up in PostgreSQL, in order."""
     seen: list[str] = []
-    original = api.authn.principal_for_key
+    original = keys.principal_for_key
 
     def counted(engine: Engine, key: str) -> Principal | None:
         seen.append(key)
         return original(engine, key)
 
-    monkeypatch.setattr(api.authn, "principal_for_key", counted)
+    monkeypatch.setattr("shared.auth.authenticator.principal_for_key", counted)
     return seen
 
 

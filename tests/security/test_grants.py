@@ -10,23 +10,17 @@ reads that names a layer is one its rule names, so a new route or parameter cann
 
 from __future__ import annotations
 
-import ast
-import inspect
-import sys
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from api import metrics
-from api.access import LAYER_PARAMETERS, RULES
 from api.app import create_app
-from api.routes import ROOT_ROUTES, ROUTES
+from api.endpoint import Endpoint
+from api.routes import MOUNTED
 from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
@@ -101,35 +95,38 @@ def assert_hidden(r: Any) -> None:
 # -- every route, every layer parameter --------------------------------------------------
 
 
-def layer_routes() -> list[Route]:
-    """The routes of each mount whose rule names layer parameters."""
-    routes = [route for route in ROUTES if isinstance(route, Route)]
-    return [route for route in routes if RULES[route.name].layers]
+def layer_endpoints() -> list[Endpoint]:
+    """The endpoints of each mount whose rule names layer parameters (that every parameter
+    naming a layer is in its rule: tests/api/test_endpoints.py)."""
+    return [endpoint for endpoint in MOUNTED if endpoint.rule.layers]
 
 
-def request_of(route: Route, mount: str, hidden: str | None) -> tuple[str, str, dict[str, str]]:
-    """Method, URL and query of a request of ``route`` whose layer parameters name A, but for
-    ``hidden``, which names B."""
-    values = VECTOR_VALUES if route.endpoint.__module__ == "api.routes.vector" else RASTER_VALUES
-    named = {name: values[name][1 if name == hidden else 0] for name in RULES[route.name].layers}
+def request_of(
+    endpoint: Endpoint, mount: str, hidden: str | None
+) -> tuple[str, str, dict[str, str]]:
+    """Method, URL and query of a request of ``endpoint`` whose layer parameters name A, but
+    for ``hidden``, which names B."""
+    vector = endpoint.handler.__module__ == "api.routes.vector"
+    values = VECTOR_VALUES if vector else RASTER_VALUES
+    named = {name: values[name][1 if name == hidden else 0] for name in endpoint.rule.layers}
+    route = endpoint.route()
     path = {name: named.get(name, OTHER_PATH_VALUES.get(name)) for name in route.param_convertors}
     query = {name: value for name, value in named.items() if name not in path}
-    method = sorted((route.methods or set()) - {"HEAD"})[0]
-    return method, mount + str(route.url_path_for(route.name, **path)), query
+    return endpoint.method, mount + str(route.url_path_for(endpoint.name, **path)), query
 
 
 @pytest.mark.usefixtures("no_tasks")
 @pytest.mark.parametrize("mount", MOUNTS)
-@pytest.mark.parametrize("route", layer_routes(), ids=lambda route: route.name)
+@pytest.mark.parametrize("endpoint", layer_endpoints(), ids=lambda endpoint: endpoint.name)
 def test_a_parameter_naming_a_hidden_layer_is_404(
     app: TestClient,
     reader: dict[str, str],
     operator: dict[str, str],
-    route: Route,
+    endpoint: Endpoint,
     mount: str,
 ) -> None:
-    for hidden in RULES[route.name].layers:
-        method, url, query = request_of(route, mount, hidden)
+    for hidden in endpoint.rule.layers:
+        method, url, query = request_of(endpoint, mount, hidden)
         for key in (reader, operator):  # 404 before a role too low: B does not exist here
             r = app.request(method, url, params=query, headers=key)
             assert_hidden(r)
@@ -137,14 +134,14 @@ def test_a_parameter_naming_a_hidden_layer_is_404(
 
 
 @pytest.mark.parametrize("mount", MOUNTS)
-@pytest.mark.parametrize("route", layer_routes(), ids=lambda route: route.name)
+@pytest.mark.parametrize("endpoint", layer_endpoints(), ids=lambda endpoint: endpoint.name)
 def test_parameters_naming_the_granted_layer_pass_the_grant_check(
-    app: TestClient, reader: dict[str, str], route: Route, mount: str
+    app: TestClient, reader: dict[str, str], endpoint: Endpoint, mount: str
 ) -> None:
-    method, url, query = request_of(route, mount, None)
+    method, url, query = request_of(endpoint, mount, None)
     r = app.request(method, url, params=query, headers=reader)
     # the reader gets what it may read; a route of operators refuses its role, not the layer
-    expected = (403,) if RULES[route.name].role == "operator" else (200, 204)
+    expected = (403,) if endpoint.rule.role == "operator" else (200, 204)
     assert r.status_code in expected, (url, query, r.text[:300])
 
 
@@ -256,92 +253,3 @@ def test_a_limited_operator_starts_jobs_on_its_layers_only(
     job = r.json()
     assert job["layer"] == MOSAIC_ID
     assert app.delete(f"/api-user/jobs/{job['id']}", headers=operator).status_code == 200
-
-
-# -- no route can forget a layer parameter ----------------------------------------------
-
-#: parameters with the name of a layer parameter that name something else
-NOT_LAYERS = {
-    ("get_web_asset", "path"),  # a file of the web pages
-    ("get_geojson", "id"),  # feature ids
-    ("get_vtile", "id"),
-    *(
-        (f"{verb}_{collection}", "id")  # a user's, a key's, a client's
-        for collection in ("users", "api_keys", "oauth_clients")
-        for verb in ("get", "put", "delete")
-    ),
-}
-#: names a parameter naming a layer, a raster, a file, a folder or a style would have: those
-#: without a reader in LAYER_PARAMETERS must get one before a rule can name them
-LAYER_NAMES = set(LAYER_PARAMETERS) | {"raster", "rasters", "layers", "styles", "dir", "source"}
-
-
-def _is_params(node: ast.expr, bound: set[str]) -> bool:
-    """Whether ``node`` is ``request.query_params``/``path_params`` or a name bound to one."""
-    if isinstance(node, ast.Attribute):
-        return node.attr in ("query_params", "path_params")
-    return isinstance(node, ast.Name) and node.id in bound
-
-
-def _strings(node: ast.expr) -> set[str]:
-    """The string constants ``node`` is, or holds as a tuple."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value}
-    if isinstance(node, ast.Tuple):
-        return set().union(*(_strings(item) for item in node.elts))
-    return set()
-
-
-def parameters_read(func: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
-    """The names of the request parameters ``func`` reads (path or query): by subscript or
-    ``get`` on the request's parameters, by a helper given the request and the name
-    (``flag(request, "x")``), and in the functions of its module it hands the request to."""
-    module = sys.modules[func.__module__]
-    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    bound = {
-        target.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and _is_params(node.value, set())
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and _is_params(node.value, bound):
-            names |= _strings(node.slice)
-        if not isinstance(node, ast.Call):
-            continue
-        called = node.func
-        if isinstance(called, ast.Attribute) and called.attr in ("get", "getlist"):
-            if _is_params(called.value, bound) and node.args:
-                names |= _strings(node.args[0])
-        elif node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "request":
-            names |= set().union(*(_strings(arg) for arg in node.args[1:]))
-            helper = getattr(module, called.id, None) if isinstance(called, ast.Name) else None
-            if (
-                inspect.isfunction(helper)
-                and helper.__module__ == module.__name__
-                and helper.__name__ not in seen
-            ):
-                names |= parameters_read(helper, seen | {func.__name__})
-    return names
-
-
-def every_route() -> list[Route]:
-    """Every route of the app: each mount's, the root's, ``/metrics``."""
-    routes = [*ROUTES, *ROOT_ROUTES, *metrics.ROUTES]
-    return [route for route in routes if isinstance(route, Route)]
-
-
-def test_the_reader_of_parameters_sees_the_known_ones() -> None:
-    from api.routes import raster, vector
-
-    assert parameters_read(raster.get_raster_info) >= {"id", "file", "nocache"}
-    assert parameters_read(vector.get_geojson) >= {"layer", "id", "filter", "srid", "geom"}
-
-
-@pytest.mark.parametrize("route", every_route(), ids=lambda route: route.name)
-def test_every_parameter_naming_a_layer_is_in_its_rule(route: Route) -> None:
-    read = set(route.param_convertors) | parameters_read(route.endpoint)
-    naming = {name for name in read & LAYER_NAMES if (route.name, name) not in NOT_LAYERS}
-    assert naming == set(RULES[route.name].layers), route.name

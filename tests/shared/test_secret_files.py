@@ -23,10 +23,9 @@ PARTNER = {
 
 def _secret_variables() -> list[str]:
     """The variables of every field `SecretFiles` reads, as ``env_values`` names them."""
-    names = [f"MAPSVC_{name.upper()}" for name in file_fields(Settings)]
+    names = [Settings.variable(name) for name in file_fields(Settings)]
     for cls in Settings.concerns.values():
-        prefix = str(cls.model_config.get("env_prefix", ""))
-        names += [f"{prefix}{name.upper()}" for name in file_fields(cls)]
+        names += [cls.variable(name) for name in file_fields(cls)]
     names += [f"MAPSVC_{name.upper()}_API_KEY" for name in sorted(KEYED_PROVIDERS)]
     return names
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyproj
@@ -18,11 +19,11 @@ from tests.conftest import POINTS, admin_client, pg
 URL = "/api-user/geojson"
 
 
-def features(client: TestClient, layer: str, query: str = "") -> dict:
+def features(client: TestClient, layer: str, query: str = "") -> dict[str, Any]:
     r = client.get(f"{URL}/{layer}?{query}")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/geo+json")
-    body = r.json()
+    body: dict[str, Any] = r.json()
     assert body["type"] == "FeatureCollection"
     assert body["numberReturned"] == len(body["features"])
     return body
@@ -86,6 +87,25 @@ def test_extent_filter_props_geom_id_type(vc: TestClient) -> None:
     assert [f["id"] for f in by_id["features"]] == [5, 7]
     assert features(vc, "public.test_points", "type=Polygon")["numberMatched"] == 0
     assert features(vc, "public.test_lines", "type=linestring")["numberMatched"] == 2
+
+
+@pytest.mark.parametrize("off", ["0", "false", "no", "False"])
+def test_geom_off_in_any_spelling_drops_the_geometry(vc: TestClient, off: str) -> None:
+    """``geom`` is a flag: each spelling of "no" leaves the geometry out, keeps the rest."""
+    body = features(vc, "public.test_points", f"geom={off}&props=name&limit=2&nocache=1")
+    assert [(f["id"], f["geometry"], f["properties"]) for f in body["features"]] == [
+        (1, None, {"name": "point 1"}),
+        (2, None, {"name": "point 2"}),
+    ]
+    for on in ("1", "true", "yes"):
+        shown = features(vc, "public.test_points", f"geom={on}&props=name&limit=2")
+        assert [f["geometry"]["type"] for f in shown["features"]] == ["Point", "Point"]
+
+
+def test_geom_that_is_no_flag_is_400(vc: TestClient) -> None:
+    r = vc.get(f"{URL}/public.test_points?geom=maybe")
+    assert r.status_code == 400, r.text
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "geom"
 
 
 def test_paging(vc: TestClient) -> None:

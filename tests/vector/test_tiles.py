@@ -212,7 +212,7 @@ def test_cache_follows_data_changes_and_admin_drop(
     ("path", "status"),
     [
         ("/api-user/vtile/public.countries/25/0/0.pbf", 400),
-        ("/api-user/vtile/public.countries/2/4/0.pbf", 400),
+        ("/api-user/vtile/public.countries/2/4/0.pbf", 404),  # columns 0..3 at zoom 2
         ("/api-user/vtile/public.countries/a/0/0.pbf", 400),
         ("/api-user/vtile/public.countries/1/0/0.pbf?props=nope", 400),
         ("/api-user/vtile/public.countries/1/0/0.pbf?filter=name=a' OR 1=1 --", 204),

@@ -12,4 +12,4 @@ def watchdog() -> list[str]:
 
     Run by the beat embedded in ``mapsvc worker``; idempotent, so several beats may run it.
     """
-    return job_store().end_stalled(settings.jobs.job_stall_s)
+    return job_store().end_stalled(settings.jobs.stall_s)

@@ -37,7 +37,7 @@ def _runner() -> PretileRunner:
         _renderer(),
         _stores(),
         max_tiles=settings.tiles.pretile_max_tiles,
-        lock_ttl_s=settings.jobs.job_time_limit_s,
+        lock_ttl_s=settings.jobs.time_limit_s,
         encoding=Encoding.from_settings(settings.tiles),
     )
 

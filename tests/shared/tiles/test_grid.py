@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, NotFoundError
 from shared.tiles.grid import TileAddress, parse_tile
 
 #: half the side of the Web Mercator world, in metres, and the latitude of its edge
@@ -24,8 +24,7 @@ def test_a_tile_is_read_from_its_url_parts() -> None:
         ("1.5", "0", "0", "z", "z must be an integer"),
         ("25", "0", "0", "z", "z must be 0..24"),
         ("-1", "0", "0", "z", "z must be 0..24"),
-        ("3", "8", "0", "x", "x must be 0..7 at zoom 3"),
-        ("3", "0", "-1", "y", "y must be 0..7 at zoom 3"),
+        ("3", "0", "-1", "y", "y must be 0 or more"),
     ],
 )
 def test_a_tile_off_the_grid_is_refused_naming_its_part(
@@ -35,6 +34,15 @@ def test_a_tile_off_the_grid_is_refused_naming_its_part(
         parse_tile(z, x, y)
 
     assert caught.value.message == message
+    assert caught.value.detail["parameter"] == parameter
+
+
+@pytest.mark.parametrize(("x", "y", "parameter"), [("8", "0", "x"), ("0", "8", "y")])
+def test_a_tile_past_the_zooms_last_does_not_exist(x: str, y: str, parameter: str) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        parse_tile("3", x, y)
+
+    assert caught.value.message == f"no such tile: {parameter} is 0..7 at zoom 3"
     assert caught.value.detail["parameter"] == parameter
 
 

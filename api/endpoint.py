@@ -1,0 +1,220 @@
+"""One declaration per route: :class:`Endpoint` (docs/layout.md "Adding a route").
+
+An endpoint names its method, path and handler, and every fact about it that is not the
+handler's own work: who may call it and which parameters name a layer (``rule``), the budget it
+spends (``budget``, ``None`` said explicitly), its parameters (``query``, a
+:class:`~api.fields.Query` model) and body (``body``), what it answers (``answer``), the errors
+it documents and the job it starts. From the list of endpoints come, never written again: the
+routes of both mounts and the root (:func:`routes`), the OpenAPI document
+(``api.openapi.document``), and the nginx front's locations (``api.front``).
+
+Each request of an endpoint goes through one wrapper (:meth:`Endpoint.answer`): credentials →
+rule → budget → parameters → ``handler(request[, query][, body])``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from api.access import LAYER_KEY, Rule, is_public
+from api.authn import identify
+from api.bodies import FORM_MAX_BYTES, capped
+from api.errors import error_for
+from api.fields import Query, parse
+from api.quotas import Budget
+from api.services import services, settings_of
+from shared.errors import InvalidInputError
+
+__all__ = ["ENDPOINT_KEY", "Endpoint", "Job", "endpoint_of", "routes"]
+
+#: where the wrapper leaves the request's endpoint in the ASGI scope
+ENDPOINT_KEY = "mapsvc.endpoint"
+
+Handler = Callable[..., Awaitable[Response]]
+Schema = dict[str, Any]
+#: where an endpoint is routed: under both mounts, at the root too, or at the root only
+Place = Literal["mounts", "mounts+root", "root"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """The job an endpoint starts: the record's kind and the Celery task that runs it."""
+
+    kind: str
+    task: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One route, declared once.
+
+    Attributes:
+        method: the HTTP method (``GET`` answers ``HEAD`` too).
+        path: the path under the mount, Starlette's syntax (``/rtile/{style}/{z}/{x}/{y}.png``).
+        handler: ``handler(request)``, with ``query`` ``handler(request, query)``, with a
+            ``body`` model ``handler(request, [query,] body)``.
+        rule: who may call it, and the parameters that name a layer, file or folder.
+        budget: the quota it spends; None: none (required: a forgotten budget is an error).
+        query: its path and query parameters.
+        body: its body: a model (JSON, or a form with ``body_media``), or a request body
+            object of the document when the handler reads the body itself (files).
+        body_media: the media type of a ``body`` model.
+        answer: what it answers: a model (``200`` with that JSON), or response objects by
+            status.
+        errors: the error statuses it documents beyond those of its rule and budget.
+        job: the job it starts (its answer is then the job's result, or ``202`` with it).
+        tag: its group in the document.
+        name: its route name (default: the handler's name).
+        summary: its summary (default: the first line of the handler's docstring).
+        headers: header parameters of the document (the handler reads them).
+        own_credentials: it reads credentials of its own (a login form, client credentials):
+            no user authentication runs before it.
+        middleware: middleware around it alone, outside the wrapper (its refusals pass it
+            too).
+        place: where it is routed.
+        documented: whether the OpenAPI document lists it.
+    """
+
+    method: str
+    path: str
+    handler: Handler
+    _: KW_ONLY
+    rule: Rule
+    budget: Budget | None
+    query: type[Query] | None = None
+    body: type[BaseModel] | Schema | None = None
+    body_media: str = "application/json"
+    answer: type[BaseModel] | Mapping[str, Schema] | None = None
+    errors: tuple[int, ...] = ()
+    job: Job | None = None
+    tag: str = ""
+    name: str = ""
+    summary: str = ""
+    headers: tuple[Schema, ...] = ()
+    own_credentials: bool = False
+    middleware: tuple[Middleware, ...] = ()
+    place: Place = "mounts"
+    documented: bool = True
+    _path_names: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = frozenset(re.findall(r"{(\w+)(?::\w+)?}", self.path))
+        object.__setattr__(self, "_path_names", names)
+        if not self.name:
+            object.__setattr__(self, "name", self.handler.__name__)
+        if not self.summary:
+            first = (self.handler.__doc__ or "").strip().splitlines()
+            object.__setattr__(self, "summary", first[0] if first else "")
+        declared = set(self.query.model_fields) if self.query is not None else set()
+        aliases = {f.alias or n for n, f in (self.query.model_fields if self.query else {}).items()}
+        missing = names - declared - aliases
+        if self.query is not None and missing:
+            raise ValueError(f"{self.name}: path parameters {sorted(missing)} are not in query")
+
+    @property
+    def path_names(self) -> frozenset[str]:
+        """The names of the path's parameters."""
+        return self._path_names
+
+    def route(self) -> Route:
+        """The Starlette route of this endpoint."""
+        return Route(
+            self.path,
+            self.answer_to,
+            methods=[self.method],
+            name=self.name,
+            middleware=self.middleware,
+        )
+
+    async def answer_to(self, request: Request) -> Response:
+        """The answer to one request: credentials → rule → budget → parameters → handler.
+
+        Every failure after the budget keeps the budget's ``RateLimit-*`` headers; the answer
+        about a layer that is not public is ``Cache-Control: private``.
+        """
+        scope = request.scope
+        scope[ENDPOINT_KEY] = self
+        if not self.own_credentials:
+            refused = await identify(request)
+            if refused is not None:
+                return refused
+        layer = self.rule.check(request)
+        scope[LAYER_KEY] = layer
+        limits: dict[str, str] = {}
+        if self.budget is not None:
+            limits, refusal = await services(request).budgets.spend(request, self.budget)
+            if refusal is not None:
+                return refusal
+        try:
+            response = await self.handler(request, *await self._arguments(request))
+        except Exception as exc:  # noqa: BLE001 - the error's answer, with the budget's headers
+            if not limits:
+                raise
+            response = await error_for(request, exc)
+        response.headers.update(limits)
+        if layer is not None and not is_public(settings_of(request), layer):
+            cache = response.headers.get("cache-control")
+            if cache is not None:  # never kept by a shared cache
+                response.headers["Cache-Control"] = cache.replace("public", "private")
+        return response
+
+    async def _arguments(self, request: Request) -> list[Any]:
+        """The handler's arguments after the request: its query, then its body."""
+        arguments: list[Any] = []
+        if self.query is not None:
+            settings = settings_of(request)
+            arguments.append(parse(self.query, request.path_params, request.query_params, settings))
+        if isinstance(self.body, type):
+            arguments.append(await _body(request, self.body, self.body_media))
+        return arguments
+
+
+async def _body(request: Request, model: type[BaseModel], media: str) -> BaseModel:
+    """The request's body as ``model``: JSON, or a form (``media``), at most
+    ``FORM_MAX_BYTES``.
+
+    Raises:
+        InvalidInputError: not the media type, not JSON, or a value the model refuses (400,
+            ``detail.parameter`` names the field).
+        PayloadTooLargeError: larger than the cap (413).
+    """
+    request = capped(request, FORM_MAX_BYTES, "a request body")
+    given = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if given != media:
+        raise InvalidInputError(f"the body must be {media}", parameter="Content-Type")
+    if media == "application/json":
+        try:
+            data = json.loads(await request.body() or b"null")
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidInputError("the body is not JSON", parameter="body") from None
+    else:
+        form = await request.form()
+        data = {name: value for name, value in form.items() if isinstance(value, str)}
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = ".".join(str(part) for part in error["loc"]) or "body"
+        raise InvalidInputError(f"{name}: {error['msg']}", parameter=name) from None
+
+
+def endpoint_of(request: Request) -> Endpoint:
+    """The endpoint answering ``request``."""
+    found: Endpoint = request.scope[ENDPOINT_KEY]
+    return found
+
+
+def routes(endpoints: Iterable[Endpoint], *, root: bool) -> list[Route]:
+    """The routes of ``endpoints`` under a mount (``root`` False) or at the root."""
+    wanted = {"mounts+root", "root"} if root else {"mounts", "mounts+root"}
+    return [endpoint.route() for endpoint in endpoints if endpoint.place in wanted]
