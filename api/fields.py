@@ -38,6 +38,7 @@ from shared.settings import LANG_PATTERN, Settings
 __all__ = [
     "AtMost",
     "Box",
+    "OneOf",
     "Flag",
     "JobQuery",
     "Lang",
@@ -52,12 +53,41 @@ __all__ = [
     "stream_entry",
     "style_id",
     "setting_bounds",
+    "setting_schemas",
 ]
 
 M = TypeVar("M", bound=BaseModel)
 
 _TRUE = frozenset({"1", "true", "yes"})
 _FALSE = frozenset({"0", "false", "no", ""})
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """A number's upper bound that is a setting: ``AtMost("tiles.max_size")``."""
+
+    setting: str
+
+    def value(self, settings: Settings) -> int:
+        """The bound under ``settings``."""
+        found: int = operator.attrgetter(self.setting)(settings)
+        return found
+
+    def schema(self, settings: Settings) -> dict[str, Any]:
+        """What the bound adds to the parameter's schema under ``settings``."""
+        return {"maximum": self.value(settings)}
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A text among the values of a setting (checked by the type's validator):
+    ``OneOf("languages")``."""
+
+    setting: str
+
+    def schema(self, settings: Settings) -> dict[str, Any]:
+        """The setting's values as the parameter's ``enum`` under ``settings``."""
+        return {"enum": sorted(operator.attrgetter(self.setting)(settings))}
 
 
 class Query(BaseModel):
@@ -107,6 +137,7 @@ Lang = Annotated[
     str,
     BeforeValidator(_lang),
     WithJsonSchema({"type": "string", "pattern": LANG_PATTERN}),
+    OneOf("languages"),
 ]
 
 
@@ -204,32 +235,33 @@ def stream_entry(description: str = "Resume after this stream entry id") -> Any:
     return Field(None, pattern=_ENTRY_ID, max_length=41, description=description)
 
 
-@dataclass(frozen=True)
-class AtMost:
-    """A number's upper bound that is a setting: ``AtMost("tiles.max_size")``."""
-
-    setting: str
-
-    def value(self, settings: Settings) -> int:
-        """The bound under ``settings``."""
-        found: int = operator.attrgetter(self.setting)(settings)
-        return found
-
-
 @functools.cache
-def _at_most(model: type[BaseModel]) -> dict[str, AtMost]:
-    """The fields of ``model`` bounded by a setting, by parameter name."""
-    return {
-        field.alias or name: bound
-        for name, field in model.model_fields.items()
-        for bound in field.metadata
-        if isinstance(bound, AtMost)
-    }
+def _markers(model: type[BaseModel]) -> dict[str, list[AtMost | OneOf]]:
+    """The fields of ``model`` whose schema a setting completes, by parameter name."""
+    found: dict[str, list[AtMost | OneOf]] = {}
+    for name, field in model.model_fields.items():
+        for marker in field.metadata:
+            if isinstance(marker, AtMost | OneOf):
+                found.setdefault(field.alias or name, []).append(marker)
+    return found
 
 
 def setting_bounds(model: type[BaseModel], settings: Settings) -> dict[str, int]:
     """The upper bound of each parameter of ``model`` bounded by a setting, under ``settings``."""
-    return {name: bound.value(settings) for name, bound in _at_most(model).items()}
+    return {
+        name: marker.value(settings)
+        for name, markers in _markers(model).items()
+        for marker in markers
+        if isinstance(marker, AtMost)
+    }
+
+
+def setting_schemas(model: type[BaseModel], settings: Settings) -> dict[str, dict[str, Any]]:
+    """What the settings add to each parameter's schema of ``model`` (a bound, an enum)."""
+    return {
+        name: {k: v for marker in markers for k, v in marker.schema(settings).items()}
+        for name, markers in _markers(model).items()
+    }
 
 
 def parse(

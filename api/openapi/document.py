@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from api.access import Rule
 from api.endpoint import Endpoint
-from api.fields import JobQuery, setting_bounds
+from api.fields import JobQuery, setting_schemas
 from api.openapi.answers import error_answer, job_accepted, json_body
 from api.openapi.models import Schema, components, ref
 from shared.settings import Settings
@@ -112,7 +112,7 @@ def parameters(endpoint: Endpoint, settings: Settings) -> list[Schema]:
     if model is not None:
         schema = model.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
-        bounds = setting_bounds(model, settings)
+        completed = setting_schemas(model, settings)
         # the path's parameters first, in its order; those of every job route last
         path = re.findall(r"{(\w+)", endpoint.path)
         names = sorted(
@@ -131,8 +131,7 @@ def parameters(endpoint: Endpoint, settings: Settings) -> list[Schema]:
                 "description": prop.get("description", ""),
                 "schema": _schema_of(prop),
             }
-            if name in bounds:
-                parameter["schema"]["maximum"] = bounds[name]
+            parameter["schema"].update(completed.get(name, {}))
             if prop.get("examples"):
                 parameter["example"] = prop["examples"][0]
             found.append(parameter)
