@@ -115,10 +115,9 @@ class Endpoint:
         if not self.summary:
             first = (self.handler.__doc__ or "").strip().splitlines()
             object.__setattr__(self, "summary", first[0] if first else "")
-        declared = set(self.query.model_fields) if self.query is not None else set()
-        aliases = {f.alias or n for n, f in (self.query.model_fields if self.query else {}).items()}
-        missing = names - declared - aliases
-        if self.query is not None and missing:
+        fields = self.query.model_fields if self.query is not None else {}
+        missing = names - {field.alias or name for name, field in fields.items()}
+        if missing:  # a path parameter the handler could not read
             raise ValueError(f"{self.name}: path parameters {sorted(missing)} are not in query")
 
     @property

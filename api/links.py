@@ -9,15 +9,16 @@ answer holding it is never cached.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from urllib.parse import quote, urlencode
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.routing import Mount
 
 from api.services import services
 
-__all__ = ["absolute_url", "api_prefix", "job_links", "link", "route_path"]
+__all__ = ["absolute_url", "api_prefix", "job_links", "link", "route_path", "tile_template"]
 
 
 def _mount(request: Request) -> Mount:
@@ -49,8 +50,9 @@ def job_links(request: Request, job_id: str) -> dict[str, str]:
 
 def _path_and_query(path: str, params: Sequence[tuple[str, str]]) -> str:
     query = urlencode(params, safe=",")
-    # braces stay readable: they are the placeholders of URL templates ({z}/{x}/{y})
-    return quote(path, safe="/{}") + (f"?{query}" if query else "")
+    # braces stay readable: they are the placeholders of URL templates ({z}/{x}/{y}); so does
+    # the @ of a tile's @2x, which a path may hold (RFC 3986, pchar)
+    return quote(path, safe="/{}@") + (f"?{query}" if query else "")
 
 
 def link(request: Request, path: str, params: Sequence[tuple[str, str]] = ()) -> str:
@@ -77,3 +79,30 @@ def absolute_url(request: Request, path: str, params: Sequence[tuple[str, str]] 
     settings = services(request).settings
     base = settings.public_url.rstrip("/") or f"{request.url.scheme}://{request.url.netloc}"
     return base + _path_and_query(path, params)
+
+
+def tile_template(
+    request: Request, path: str, query: BaseModel | None = None, carried: Iterable[str] = ()
+) -> str:
+    """The absolute URL template of the tiles at ``path`` (``{z}/{x}/{y}`` kept), for a
+    TileJSON: each tile asked through it is asked as the TileJSON was.
+
+    Args:
+        request: the TileJSON's request.
+        path: the tiles' path, from ``/``, with its placeholders.
+        query: the TileJSON's parsed parameters.
+        carried: the parameters of ``query`` that shape the tiles (``props``, ``filter``):
+            those given are carried, as parsed; nothing else of the request is.
+
+    Returns:
+        The template under :func:`absolute_url`, ending with ``api_key=<key>`` when the
+        request carried its credential as ``api_key`` (a client that reads the TileJSON with
+        a key in its URL asks the tiles the same way); a credential sent in the
+        ``Authorization`` header is never put in a URL: the client sends its header again.
+    """
+    given = ((name, getattr(query, name)) for name in carried)
+    params = [(name, str(value)) for name, value in given if value is not None]
+    key = request.query_params.get("api_key")  # the one credential: api.authn checked it
+    if key:
+        params.append(("api_key", key))
+    return absolute_url(request, path, params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rasterio
@@ -25,6 +26,7 @@ __all__ = [
     "RGB",
     "RGB_ID",
     "configure",
+    "configuration",
     "decode",
     "reference",
     "stored_tiles",
@@ -38,19 +40,26 @@ MOSAIC_ID = encode_id("bahamas-tiles")
 
 
 def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:
-    """Configure a layer in-process (the job's own function, without a worker)."""
+    """Configure a layer in-process (the job's own function, without a worker): its id."""
+    configuration(settings, rdb, rel)
+    return encode_id(rel)
+
+
+def configuration(
+    settings: Settings, rdb: redis.Redis, rel: str, lang: str = "en", url_prefix: str = "/api-user"
+) -> dict[str, Any]:
+    """Configure a layer in-process, its URLs in ``lang`` under ``url_prefix``: the result."""
     store = JobStore(rdb, settings)
     job_id = str(uuid.uuid4())
     store.create(job_id, "test", {})
-    configure_layer(
+    return configure_layer(
         settings.work_dir,
         rel,
         JobReporter(store, job_id),
-        lang="en",
-        url_prefix="/api-user",
+        lang=lang,
+        url_prefix=url_prefix,
         refresh=False,
     )
-    return encode_id(rel)
 
 
 def decode(image: bytes) -> np.ndarray:

@@ -40,6 +40,7 @@ __all__ = [
     "RasterRow",
     "RasterStat",
     "RasterStatTimes",
+    "RasterTileJson",
     "Ready",
     "ReverseGeocode",
     "Schema",
@@ -182,6 +183,7 @@ class RasterConfig(_Body):
         description="The tile URL template of every format and scale, by name: png, webp, "
         "jpg, png@2x, webp@2x, jpg@2x"
     )
+    tilejson: str = Field(description="The layer's TileJSON URL, in the language of `url`")
 
 
 class RasterStatTimes(_Body):
@@ -317,19 +319,33 @@ class VectorCatalogue(_Body):
     layers: list[CatalogueEntry]
 
 
-class TileJson(_Body):
-    """A vector layer as TileJSON 3.0.0 (spec 2.5)."""
+class _TileJson(_Body):
+    """What the TileJSON 3.0.0 of a layer holds, raster or vector."""
 
     tilejson: str
     id: str
-    bounds: list[float]
+    name: str
+    bounds: list[float] = Field(description="[west, south, east, north] in EPSG:4326")
     center: list[float]
-    format: str
     minzoom: int
     maxzoom: int
     scheme: str
-    tiles: list[str]
+    tiles: list[str] = Field(
+        description="The absolute URL template of the tiles, carrying the parameters that shape"
+        " them and the caller's `api_key` when the TileJSON was asked with one"
+    )
+
+
+class TileJson(_TileJson):
+    """A vector layer as TileJSON 3.0.0 (spec 2.5)."""
+
+    format: str
     vector_layers: list[VectorLayerEntry]
+
+
+class RasterTileJson(_TileJson):
+    """A raster layer as TileJSON 3.0.0: its tiles in one language, format and scale;
+    ``center`` is ``[lon, lat, zoom]``, ``maxzoom`` the layer's own zoom."""
 
 
 class CacheDropped(BaseModel):

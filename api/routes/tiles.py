@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import shlex
 import uuid
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
@@ -15,15 +15,30 @@ from starlette.responses import JSONResponse, Response
 from api.access import Rule, principal_of
 from api.endpoint import Endpoint, Handler, Job
 from api.fields import AtMost, Box, Flag, JobQuery, Lang, Query, Srs, Text, style_id
-from api.links import job_links
+from api.links import api_prefix, job_links, tile_template
 from api.openapi.answers import any_of, json_body
-from api.openapi.models import PretilePlan, PretileResult, Schema, SpeedTest, TileDebug, ref
+from api.openapi.models import (
+    PretilePlan,
+    PretileResult,
+    RasterTileJson,
+    Schema,
+    SpeedTest,
+    TileDebug,
+    ref,
+)
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
 from shared.params import Bbox, parse_bbox
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
 from shared.tiles.encoding import Encoding
-from shared.tiles.formats import RETINA, VARIANTS, TileFormat, TileVariant, parse_variant
+from shared.tiles.formats import (
+    RETINA,
+    VARIANTS,
+    TileFormat,
+    TileVariant,
+    parse_variant,
+    tile_url_template,
+)
 from shared.tiles.grid import MAX_ZOOM, RenderArea, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
@@ -33,6 +48,7 @@ from shared.tiles.pretile import (
     plan_pretile,
 )
 from shared.tiles.store import etag_of
+from shared.tiles.styles import StyleInfo
 
 __all__ = ["ENDPOINTS"]
 
@@ -114,6 +130,22 @@ class StyleQuery(Query):
     """A layer named by the path."""
 
     style: str = style_id()
+
+
+class TileJsonQuery(StyleQuery):
+    """A layer's TileJSON: the language, format and scale of the tiles it points at (the
+    format's and scale's names are TiTiler's)."""
+
+    lang: Lang = Field("", description="Label language of the tiles (a configured language tag)")
+    tile_format: Literal["png", "webp", "jpg", "jpeg"] = Field(
+        "png", description="The tiles' image format (`jpeg` is `jpg`)"
+    )
+    tile_scale: int = Field(1, ge=1, le=2, description="2: tiles at 512 px (`@2x`)")
+
+    @property
+    def variant(self) -> TileVariant:
+        """The tiles asked for."""
+        return TileVariant(TileFormat.from_extension(self.tile_format), self.tile_scale)
 
 
 class PretileQuery(JobQuery):
@@ -228,6 +260,41 @@ async def get_tile_access(request: Request, query: StyleQuery) -> Response:
     """
     services(request).tiles.style(query.style)  # 404 for an unknown style
     return Response(status_code=204, headers={"X-Principal": principal_of(request).id})
+
+
+def _tilejson(info: StyleInfo, tiles: str) -> dict[str, Any]:
+    """A raster layer as TileJSON 3.0.0, its tiles at the URL template ``tiles``.
+
+    ``maxzoom`` is the layer's own zoom, where its pixels match the tiles' (as TiTiler gives a
+    raster's), so a client enlarges the tiles past it rather than ask for more; the tile
+    routes still draw every zoom up to ``MAX_ZOOM``.
+    """
+    w, s, e, n = info.footprint
+    maxzoom = MAX_ZOOM if info.zoom is None else min(info.zoom, MAX_ZOOM)
+    return {
+        "tilejson": "3.0.0",
+        "id": info.style,
+        "name": info.style,
+        "bounds": [w, s, e, n],
+        "center": [round((w + e) / 2, 7), round((s + n) / 2, 7), 0],
+        "minzoom": 0,
+        "maxzoom": maxzoom,
+        "scheme": "xyz",
+        "tiles": [tiles],
+    }
+
+
+async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
+    """A raster layer as TileJSON 3.0.0: its bounds, zooms and tile URL template.
+
+    ``tiles`` is one absolute template of the layer's tiles in the language, format and scale
+    asked (``lang``, ``tile_format``, ``tile_scale``): under ``MAPSVC_PUBLIC_URL``, else the
+    request's checked host. Asked with ``api_key=<key>``, the template carries it; asked with
+    an ``Authorization`` header, it carries no credential. This answer is never cached.
+    """
+    info = services(request).tiles.style(query.style)  # 404 for an unknown style
+    path = tile_url_template(api_prefix(request), query.style, query.lang, query.variant)
+    return JSONResponse(_tilejson(info, tile_template(request, path)))
 
 
 async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
@@ -370,6 +437,15 @@ ENDPOINTS = [
             }
         },
         errors=(401, 403, 404),
+    ),
+    _endpoint(
+        "/rtile/{style}/tilejson.json",
+        get_tilejson,
+        rule=_READ,
+        budget="data",
+        query=TileJsonQuery,
+        answer={"200": json_body(RasterTileJson, "The layer")},
+        errors=(404, 422),
     ),
     _job(
         "/gis-layer-pretile/{id}",

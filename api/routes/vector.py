@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 from api.access import Rule, visible_layers
 from api.endpoint import Endpoint
 from api.fields import AtMost, Box, Flag, Query, layer_id
-from api.links import absolute_url, api_prefix, link, route_path
+from api.links import absolute_url, api_prefix, link, route_path, tile_template
 from api.openapi.answers import binary, content, json_body
 from api.openapi.models import CacheDropped, FeatureCollection, TileJson, VectorCatalogue, ref
 from api.services import services
@@ -150,10 +150,15 @@ class LayerOnlyQuery(Query):
     layer: str = layer_id()
 
 
-class DatasourceQuery(LayerOnlyQuery):
-    """A vector layer, its catalogue entry read afresh or not."""
+class DatasourceQuery(FeaturesQuery):
+    """A vector layer, its catalogue entry read afresh or not, and the features its tiles hold
+    (carried into the TileJSON's tile URLs)."""
 
     nocache: Flag = Field(False, description=_NOCACHE)
+
+
+#: the parameters of a TileJSON carried into its tile URLs: those that shape the tiles
+_CARRIED = ("props", "filter", "extent", "id", "type", "sql")
 
 
 class CatalogueQuery(Query):
@@ -279,12 +284,16 @@ async def list_datasources(request: Request, query: CatalogueQuery) -> JSONRespo
 async def get_datasource(request: Request, query: DatasourceQuery) -> JSONResponse:
     """A vector layer as TileJSON 3.0.0 (spec 2.5, 4.9).
 
-    Its ``tiles`` is the vector tile endpoint. TileJSON wants absolute tile URLs: under
-    ``MAPSVC_PUBLIC_URL``, else the request's checked host; this answer is never cached.
+    Its ``tiles`` is the vector tile endpoint, asked with the ``props``, ``filter``,
+    ``extent``, ``id``, ``type`` and ``sql`` given here (checked against the layer: ``400``
+    here rather than on every tile), and with the caller's ``api_key`` when it came as one.
+    TileJSON wants absolute tile URLs: under ``MAPSVC_PUBLIC_URL``, else the request's checked
+    host; this answer is never cached.
     """
     layer = await _layer(request, query.layer, refresh=query.nocache)
-    tiles = absolute_url(request, f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf")
-    return JSONResponse(tilejson(layer, tiles))
+    query.of(layer)
+    path = f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"
+    return JSONResponse(tilejson(layer, tile_template(request, path, query, _CARRIED)))
 
 
 async def get_vtile(request: Request, query: VectorTileQuery) -> Response:

@@ -48,7 +48,7 @@ from shared.raster.stat import describe_file
 from shared.raster.store import FileRasterStore, RasterStore, StoredItem
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import RasterPath, mosaic_vrt
-from shared.tiles.formats import PNG_TILE, tile_url_templates
+from shared.tiles.formats import PNG_TILE, tile_url_templates, tilejson_url
 from shared.tiles.store import FileTileStore, TileStore
 from shared.workdir import WorkDir
 
@@ -191,7 +191,8 @@ def configure_layer(
         rasters: where the sources are (default: the folder ``<workDir>/map/raster``).
 
     Returns:
-        The raster configuration result (spec 2.2) and ``layer``, the id of the configuration.
+        The raster configuration result (spec 2.2), ``layer``, the id of the configuration,
+        and ``tilejson``, the URL of its TileJSON.
 
     Raises:
         NotFoundError: no raster at the path.
@@ -238,7 +239,7 @@ def configure_layer(
     ms_xml = int((time.monotonic() - built.t_xml) * 1000)
     report.line(f"Total time: {int((time.monotonic() - t0) * 1000)}")
     report.line(f"Times: {built.times}, xml {ms_xml}ms")
-    return built.result
+    return {**built.result, "tilejson": tilejson_url(url_prefix, where.raster_id, lang)}
 
 
 @dataclass(frozen=True)

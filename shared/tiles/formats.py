@@ -22,6 +22,7 @@ __all__ = [
     "parse_variant",
     "tile_url_template",
     "tile_url_templates",
+    "tilejson_url",
 ]
 
 #: the ``@2x`` of a tile's last URL segment, and the one scale besides 1 that is served
@@ -143,3 +144,9 @@ def tile_url_template(
 def tile_url_templates(url_prefix: str, style: str, lang: str) -> dict[str, str]:
     """The tile URL templates of a layer in every variant, by name (``png``, ``webp@2x``, …)."""
     return {v.name: tile_url_template(url_prefix, style, lang, v) for v in VARIANTS}
+
+
+def tilejson_url(url_prefix: str, style: str, lang: str) -> str:
+    """The URL of a layer's TileJSON under the API's ``url_prefix``, its tiles in ``lang``:
+    ``<url_prefix>/rtile/<style>/tilejson.json?lang=<lang>``."""
+    return f"{url_prefix}/rtile/{style}/tilejson.json?lang={lang}"

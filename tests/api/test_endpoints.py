@@ -22,6 +22,7 @@ NOT_LAYERS = {
     ("get_web_asset", "path"),  # a file of the web pages
     ("get_geojson", "id"),  # feature ids of the layer the path names
     ("get_vtile", "id"),
+    ("get_datasource", "id"),  # carried into its tile URLs
     *(
         (f"{verb}_{collection}", "id")  # a user's, a key's, a client's
         for collection in ("users", "api_keys", "oauth_clients")

@@ -231,6 +231,7 @@ def test_configure_a_file_layer(
                 ("jpg@2x", "@2x.jpg"),
             )
         },
+        "tilejson": f"/api-user/rtile/{layer}/tilejson.json?lang=en",
     }
     for name, template in body["urls"].items():  # each advertised template answers its format
         tile = client.get(template.format(z=8, x=72, y=110) + "?nocache=1")

@@ -105,7 +105,8 @@ def test_redis_restarted_mid_pretile(
     finally:
         fault_redis.start()
     # no process of the service is restarted: the same API and worker answer again
-    fault_api.process.wait_for(api_answers(fault_api.base, "/api-user/ready"), 30, "ready again")
+    # (the worker reconnects to the broker with Celery's backoff: 60 s on a loaded machine)
+    fault_api.process.wait_for(api_answers(fault_api.base, "/api-user/ready"), 60, "ready again")
     assert api.get(f"/api-user/jobs/{job_id}").status_code == 200  # the AOF kept the job
     assert api.get(keyed, headers=as_reader).status_code == 200
     job = fault_api.wait_job(job_id, timeout=STALL_S + 60)

@@ -1,7 +1,7 @@
 // The map: MapLibre GL JS over a base drawn from our own countries layer (no outside base
 // map), raster layers as tile sources, vector layers styled by their geometry type.
 import * as maplibregl from "maplibre-gl";
-import { api, apiUrl, authHeaders } from "./api.js";
+import { api, authHeaders } from "./api.js";
 
 /** The vector layer drawn as the base, when the catalogue offers it. */
 export const BASE_LAYER = "public.countries";
@@ -97,16 +97,19 @@ export class LayerMap {
     return this.shown.has(key);
   }
 
-  /** Show (or hide) a raster layer: its tiles, in the default language. */
+  /** Show (or hide) a raster layer: the tiles of its TileJSON, in the default language. */
   async showRaster(id, on) {
     await this.ready;
     const key = `raster:${id}`;
     if (!on) return this.hide(key);
     if (this.shown.has(key)) return;
+    const tilejson = await api(`rtile/${encodeURIComponent(id)}/tilejson.json`);
     const source = `overlay:${key}`;
+    // no maxzoom: past the layer's own zoom the server still draws its tiles (its resampling)
     this.map.addSource(source, {
       type: "raster",
-      tiles: [apiUrl(`rtile/${id}/{z}/{x}/{y}.png`).replace(/%7B/g, "{").replace(/%7D/g, "}")],
+      tiles: tilejson.tiles,
+      bounds: tilejson.bounds,
       tileSize: 256,
     });
     // rasters go under every vector overlay
