@@ -117,7 +117,7 @@ class Endpoint:
             object.__setattr__(self, "summary", first[0] if first else "")
         fields = self.query.model_fields if self.query is not None else {}
         missing = names - {field.alias or name for name, field in fields.items()}
-        if missing:  # a path parameter the handler could not read
+        if self.query is not None and missing:  # a path parameter its handler could not read
             raise ValueError(f"{self.name}: path parameters {sorted(missing)} are not in query")
 
     @property

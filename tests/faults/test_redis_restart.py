@@ -17,7 +17,7 @@ from shared.auth.keys import create_key
 from shared.redis_clients import sync_client
 from shared.settings import Settings
 from shared.tiles.styles import read_style
-from tests.checks import assert_error
+from tests.checks import AUTH, assert_error
 from tests.faults.conftest import STALL_S, Api
 from tests.faults.harness import (
     ServiceProcess,
@@ -106,7 +106,13 @@ def test_redis_restarted_mid_pretile(
         fault_redis.start()
     # no process of the service is restarted: the same API and worker answer again
     # (the worker reconnects to the broker with Celery's backoff: 60 s on a loaded machine)
-    fault_api.process.wait_for(api_answers(fault_api.base, "/api-user/ready"), 60, "ready again")
+    ready_again = api_answers(fault_api.base, "/api-user/ready")
+    try:
+        fault_api.process.wait_for(ready_again, 60, "ready again")
+    except AssertionError:
+        print(httpx.get(f"{fault_api.base}/api-user/ready", headers=AUTH, timeout=5).text)
+        print(worker.tail())
+        raise
     assert api.get(f"/api-user/jobs/{job_id}").status_code == 200  # the AOF kept the job
     assert api.get(keyed, headers=as_reader).status_code == 200
     job = fault_api.wait_job(job_id, timeout=STALL_S + 60)
