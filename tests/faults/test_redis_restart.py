@@ -105,10 +105,12 @@ def test_redis_restarted_mid_pretile(
     finally:
         fault_redis.start()
     # no process of the service is restarted: the same API and worker answer again
-    # (the worker reconnects to the broker with Celery's backoff: 60 s on a loaded machine)
+    # the worker answers pings again once its consumer is back: the chunks that ran on through
+    # the outage end first (worker_cancel_long_running_tasks_on_connection_loss is off), so
+    # this waits as long as the job may (the bound below)
     ready_again = api_answers(fault_api.base, "/api-user/ready")
     try:
-        fault_api.process.wait_for(ready_again, 60, "ready again")
+        fault_api.process.wait_for(ready_again, STALL_S + 60, "ready again")
     except AssertionError:
         print(httpx.get(f"{fault_api.base}/api-user/ready", headers=AUTH, timeout=5).text)
         print(worker.tail())
