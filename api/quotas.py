@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
+from api.access import PRINCIPAL_KEY
 from api.errors import error_response
 from shared.auth.principal import Principal
 from shared.errors import TooManyRequestsError
@@ -51,7 +52,7 @@ def caller_of(scope: Scope) -> str:
 
     The address is the connection's peer: ``X-Forwarded-For`` is not trusted.
     """
-    principal = scope.get("mapsvc.principal")
+    principal = scope.get(PRINCIPAL_KEY)
     if isinstance(principal, Principal) and not principal.anonymous:
         return principal.id
     client = scope.get("client")

@@ -229,9 +229,9 @@ class Concern(BaseSettings):
         """What a field's flat name starts with: its variable's name less ``MAPSVC_``."""
         return str(cls.model_config.get("env_prefix", "")).removeprefix("MAPSVC_").lower()
 
-    def keyed(self) -> dict[str, Any]:
-        """The values by key (`key`): what validating them again takes."""
-        return {self.key(name): value for name, value in self}
+    def updated(self, changes: Mapping[str, Any]) -> Self:
+        """These settings with ``changes`` (by key, `key`) applied and validated again."""
+        return self.model_validate({**{self.key(name): value for name, value in self}, **changes})
 
 
 class ProviderSettings(Concern):
@@ -1123,7 +1123,7 @@ class Settings(Concern):
         for attr, cls in self.concerns.items():
             mine = _take_flat(values, cls)
             if attr in values:
-                values[attr] = cls.model_validate({**values[attr].keyed(), **mine})
+                values[attr] = values[attr].updated(mine)
             else:
                 values[attr] = cls(_env_file=_env_file, **mine)  # type: ignore[call-arg]
         super().__init__(_env_file=_env_file, **values)  # type: ignore[call-arg]
@@ -1179,7 +1179,7 @@ class Settings(Concern):
         for attr, cls in self.concerns.items():
             mine = _take_flat(values, cls)
             if mine:
-                values[attr] = cls.model_validate({**values[attr].keyed(), **mine})
+                values[attr] = values[attr].updated(mine)
         return self.model_validate(values)
 
     def ensure_work_dir(self) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "error_answer",
     "job_accepted",
     "json_body",
+    "request_body",
 ]
 
 #: what each error status means, as the document says it
@@ -69,3 +70,9 @@ def job_accepted() -> Schema:
         "X-Job-ID": {"schema": {"type": "string"}, "description": "The job id"},
     }
     return response
+
+
+def request_body(model: type[BaseModel], *media: str) -> Schema:
+    """A required request body of ``model``, in each of ``media`` (as it is read: validation)."""
+    schema = {"schema": ref(model, "validation")}
+    return {"required": True, "content": dict.fromkeys(media, schema)}

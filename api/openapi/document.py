@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from api.access import Rule
 from api.endpoint import Endpoint
 from api.fields import JobQuery, setting_schemas
-from api.openapi.answers import error_answer, job_accepted, json_body
-from api.openapi.models import Schema, components, ref
+from api.openapi.answers import error_answer, job_accepted, json_body, request_body
+from api.openapi.models import Schema, components
 from shared.settings import Settings
 from shared.version import VERSION
 
@@ -164,8 +164,7 @@ def operation(endpoint: Endpoint, settings: Settings) -> Schema:
     }
     body = endpoint.body
     if isinstance(body, type):
-        schema = {"schema": ref(body, "validation")}
-        op["requestBody"] = {"required": True, "content": {endpoint.body_media: schema}}
+        op["requestBody"] = request_body(body, endpoint.body_media)
     elif body is not None:
         op["requestBody"] = body
     security = _security(endpoint.rule, endpoint.own_credentials)

@@ -27,7 +27,7 @@ from api.bodies import FORM_MAX_BYTES, capped
 from api.endpoint import Endpoint
 from api.fields import Query
 from api.openapi import auth_models as m
-from api.openapi.answers import content, json_body
+from api.openapi.answers import content, json_body, request_body
 from api.openapi.models import ErrorResponse, Schema, ref
 from api.services import services
 from shared.auth.errors import (
@@ -329,12 +329,6 @@ async def post_login(request: Request) -> JSONResponse:
     return JSONResponse({"id": user.id, "login": user.login, "token": token}, headers=_NO_STORE)
 
 
-def _body(model: type[BaseModel], *media: str) -> Schema:
-    """The request body object of a body the handler reads itself, as ``model`` says."""
-    schema = {"schema": ref(model, "validation")}
-    return {"required": True, "content": dict.fromkeys(media, schema)}
-
-
 _HTML: Schema = {"type": "string"}
 #: the refusals of the authorization endpoint: a page for the user, or a malformed request
 _CANNOT: Schema = {
@@ -369,7 +363,7 @@ ENDPOINTS = [
         "POST",
         "/oauth/token",
         post_token,
-        body=_body(m.TokenForm, _FORM),
+        body=request_body(m.TokenForm, _FORM),
         answer={
             "200": json_body(m.Token, "The tokens"),
             "400": json_body(m.OAuthError, "Refused (RFC 6749 section 5.2)"),
@@ -405,7 +399,7 @@ ENDPOINTS = [
         "POST",
         "/api/auth",
         post_login,
-        body=_body(m.Login, "application/json", _FORM),
+        body=request_body(m.Login, "application/json", _FORM),
         answer={"200": json_body(m.LoginAnswer, "Logged in")},
         errors=(401, 413, 429),
     ),

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.access import Rule
+from api.access import PRINCIPAL_KEY, Rule
 from api.app import create_app
 from api.endpoint import Endpoint
 from api.endpoint import routes as routes_of
@@ -47,7 +47,7 @@ class PrincipalFromHeader:
         if scope["type"] == "http":
             user = dict(scope["headers"]).get(b"x-test-user", b"").decode()
             principal = Principal(id=f"user:{user}", name=user, role="reader") if user else None
-            scope["mapsvc.principal"] = principal or ANONYMOUS
+            scope[PRINCIPAL_KEY] = principal or ANONYMOUS
         await self.app(scope, receive, send)
 
 
