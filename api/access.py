@@ -124,6 +124,12 @@ def _layer(request: Request, value: str, sight: Sight) -> str:
     return sight.check(value)
 
 
+def _layer_list(request: Request, value: str, sight: Sight) -> str | None:
+    """Layer ids separated by ``,`` (WMS ``LAYERS``): the first, once every one is seen."""
+    named = [sight.check(name) for name in value.split(",") if name]
+    return named[0] if named else None
+
+
 def _raster_path(request: Request, value: str, sight: Sight) -> str:
     """A raster path (``gis-raster/{path}``): the layer is the id of its normal form."""
     return sight.check(encode_id(normalise_path(value)))
@@ -150,6 +156,10 @@ LAYER_PARAMETERS: dict[str, Callable[[Request, str, Sight], str | None]] = {
     "id": _layer,
     "style": _layer,
     "layer": _layer,
+    "collectionId": _layer,  # OGC API
+    "LAYER": _layer,  # WMTS (KVP names upper-cased: api.ows)
+    "LAYERS": _layer_list,  # WMS
+    "QUERY_LAYERS": _layer_list,
     "path": _raster_path,
     "file": _layer_file,
     "folder": _raster_folder,

@@ -18,7 +18,15 @@ from starlette.routing import Mount
 
 from api.services import services
 
-__all__ = ["absolute_url", "api_prefix", "job_links", "link", "route_path", "tile_template"]
+__all__ = [
+    "absolute_url",
+    "api_prefix",
+    "job_links",
+    "keyed_url",
+    "link",
+    "route_path",
+    "tile_template",
+]
 
 
 def _mount(request: Request) -> Mount:
@@ -81,11 +89,24 @@ def absolute_url(request: Request, path: str, params: Sequence[tuple[str, str]] 
     return base + _path_and_query(path, params)
 
 
+def keyed_url(request: Request, path: str, params: Sequence[tuple[str, str]] = ()) -> str:
+    """An absolute URL of ``path`` that a client which followed it asks as it asked
+    ``request``: ``api_key=<key>`` added when the request carried its credential as ``api_key``.
+
+    A client that reads a document with a key in its URL (a TileJSON, OGC API links, WMS and
+    WMTS capabilities) asks what it points at the same way; a credential sent in the
+    ``Authorization`` header is never put in a URL: the client sends its header again. Never
+    cache an answer holding one (:func:`absolute_url`).
+    """
+    key = request.query_params.get("api_key")  # the one credential: api.authn checked it
+    return absolute_url(request, path, [*params, ("api_key", key)] if key else params)
+
+
 def tile_template(
     request: Request, path: str, query: BaseModel | None = None, carried: Iterable[str] = ()
 ) -> str:
     """The absolute URL template of the tiles at ``path`` (``{z}/{x}/{y}`` kept), for a
-    TileJSON: each tile asked through it is asked as the TileJSON was.
+    TileJSON: each tile asked through it is asked as the TileJSON was (:func:`keyed_url`).
 
     Args:
         request: the TileJSON's request.
@@ -93,16 +114,8 @@ def tile_template(
         query: the TileJSON's parsed parameters.
         carried: the parameters of ``query`` that shape the tiles (``props``, ``filter``):
             those given are carried, as parsed; nothing else of the request is.
-
-    Returns:
-        The template under :func:`absolute_url`, ending with ``api_key=<key>`` when the
-        request carried its credential as ``api_key`` (a client that reads the TileJSON with
-        a key in its URL asks the tiles the same way); a credential sent in the
-        ``Authorization`` header is never put in a URL: the client sends its header again.
     """
     given = ((name, getattr(query, name)) for name in carried)
-    params = [(name, str(value)) for name, value in given if value is not None]
-    key = request.query_params.get("api_key")  # the one credential: api.authn checked it
-    if key:
-        params.append(("api_key", key))
-    return absolute_url(request, path, params)
+    return keyed_url(
+        request, path, [(name, str(value)) for name, value in given if value is not None]
+    )
