@@ -53,6 +53,7 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_tiles && \
 	$(BIN)/python -m tests.bench.bench_vector && \
 	$(BIN)/python -m tests.bench.bench_front && \
+	$(BIN)/python -m tests.bench.bench_ogc && \
 	$(BIN)/python -m tests.bench.bench_zooms && \
 	$(BIN)/python -m tests.bench.bench_zooms --size 50000 --only after --tiles 8 && \
 	$(BIN)/python -m tests.bench.bench_hosts

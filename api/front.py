@@ -3,7 +3,8 @@
 mod_tile's shape: a cached tile is a file, and a web server sends a file far faster than any
 Python stack (docs/benchmarks.md). nginx never judges a credential: the API's one parser does
 (``api.authn.read_credentials`` and the route's rule). The front sends a raster tile from
-``map/rtile`` itself only
+``map/rtile`` itself (``rtile``'s URLs, and OGC API – Tiles' of a raster collection,
+``…/tiles/WebMercatorQuad/<z>/<y>/<x>.<ext>``: the same file, in the default language) only
 
 - to an anonymous caller (``GET`` or ``HEAD``, no ``Authorization`` header, no ``?`` at all in
   the request line) on a public layer (``MAPSVC_PUBLIC_LAYERS``); or
@@ -20,10 +21,12 @@ nginx gives the file (the API gives the same) with ``304`` on ``If-None-Match``.
 
 Every answer of the front itself (a malformed request, a ``#`` in the request line, the tiles
 budget, the API not answering) is the API's JSON error shape with ``X-Request-ID``. Vector
-tiles of public layers asked anonymously are kept ``MAPSVC_FRONT_VTILE_TTL_S``. Everything else
-is passed to the API unbuffered (SSE, streamed GeoJSON, uploads), with the client's address in
-``X-Forwarded-For`` (uvicorn trusts it from loopback only). Started as root, nginx's workers run
-as ``www-data`` (else ``nobody``), and the tile cache is opened to their group (docs/front.md).
+tiles (``vtile``'s, OGC API's ``.mvt``) of public layers asked anonymously are kept
+``MAPSVC_FRONT_VTILE_TTL_S``. The locations' patterns are the routes' (``api.front_routes``).
+Everything else is passed to the API unbuffered (SSE, streamed GeoJSON, uploads), with the
+client's address in ``X-Forwarded-For`` (uvicorn trusts it from loopback only). Started as
+root, nginx's workers run as ``www-data`` (else ``nobody``), and the tile cache is opened to
+their group (docs/front.md).
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ import logging
 import math
 import os
 import pwd
+import re
 import shutil
 import stat
 from pathlib import Path
 
-from api.front_routes import location_pattern
+from api.front_routes import location_pattern, parameter_pattern
 from api.mounts import USER_PREFIX
-from api.routes import tiles
+from api.routes import ogc_tiles, tiles, vector
+from api.routes.ogc import TMS_ID
 from shared.settings import Settings
 
 __all__ = [
@@ -55,14 +60,41 @@ __all__ = [
 
 log = logging.getLogger("mapsvc.front")
 
-_TILES = {endpoint.name: endpoint for endpoint in tiles.ENDPOINTS}
-#: a tile of a layer in any format, with a language or without (the tile routes' forms)
-_TILE = location_pattern(_TILES["get_tile_format"], optional=("lang",))
+_ROUTES = {e.name: e for e in (*tiles.ENDPOINTS, *vector.ENDPOINTS, *ogc_tiles.ENDPOINTS)}
+_RTILE, _OGC_TILE = _ROUTES["get_tile_format"], _ROUTES["get_ogc_tile_format"]
 #: the API's answer to whether a caller may read a layer's tiles
-_ACCESS = _TILES["get_tile_access"].path.replace("{style}", "$front_style")
-_VTILE = (
-    r"^/(?:api-user|api/v1)/vtile/(?<vlayer>[A-Za-z0-9_.-]{1,240})/"
-    r"[0-9]{1,2}/[0-9]{1,8}/[0-9]{1,8}\.pbf$"
+_ACCESS = _ROUTES["get_tile_access"].path.replace("{style}", "$front_style")
+#: a vector layer's id as the front reads it (its field says only its length): dots and all
+_VECTOR_LAYER = r"[A-Za-z0-9_.-]{1,240}"
+#: an OGC API tile's parts by the names of rtile's (z/y/x: OGC's order in the URL), in the one
+#: tile matrix set served
+_OGC = {"tileMatrix": "z", "tileRow": "y", "tileCol": "x"}
+_OGC_TMS = {"tileMatrixSetId": re.escape(TMS_ID)}
+#: the raster tiles from disk: a tile of a layer in any format, with a language or without
+#: (the tile routes' forms); an OGC API tile of a raster collection in an image format, the
+#: same file in the default language (it has no language in its path)
+_RASTER_TILES = (
+    location_pattern(_RTILE, optional=("lang",)),
+    location_pattern(
+        _OGC_TILE,
+        patterns={
+            "collectionId": parameter_pattern(_RTILE, "style"),
+            "format": parameter_pattern(_RTILE, "format"),
+            **_OGC_TMS,
+        },
+        names={"collectionId": "style", **_OGC},
+    ),
+)
+#: the vector tiles kept: ``vtile``'s, and an OGC API tile of a vector collection
+_VECTOR_TILES = (
+    location_pattern(
+        _ROUTES["get_vtile"], patterns={"layer": _VECTOR_LAYER}, names={"layer": "vlayer"}
+    ),
+    location_pattern(
+        _OGC_TILE,
+        patterns={"collectionId": _VECTOR_LAYER, "format": "mvt", **_OGC_TMS},
+        names={"collectionId": "vlayer", **_OGC},
+    ),
 )
 
 
@@ -225,8 +257,9 @@ def _raster(settings: Settings) -> str:
     """Raster tiles: from disk once the caller may read them, after the tiles budget."""
     tiles, max_age = settings.dirs.rtile.resolve(), settings.tiles.max_age_s
     per_min = settings.auth.rate_tiles_per_min
-    return f"""
-        location ~ "{_TILE}" {{
+    locations = "".join(
+        f"""
+        location ~ "{pattern}" {{
             if ($tile_route = api) {{
                 return 418;
             }}
@@ -239,7 +272,10 @@ def _raster(settings: Settings) -> str:
             root {tiles};
             try_files "" @tile;
         }}
-
+"""
+        for pattern in _RASTER_TILES
+    )
+    return f"""{locations}
         location @tile {{
             error_page 429 = @rate_limited;
             error_page 502 504 = @unavailable;  # a list here replaces the server's
@@ -270,8 +306,9 @@ def _vector(settings: Settings) -> str:
         if any_origin
         else ""
     )
-    return f"""
-        location ~ "{_VTILE}" {{
+    return "".join(
+        f"""
+        location ~ "{pattern}" {{
             limit_req zone=tiles burst={settings.auth.rate_tiles_per_min} nodelay;
             limit_req_status 429;
             error_page 429 = @rate_limited;
@@ -292,6 +329,8 @@ def _vector(settings: Settings) -> str:
             add_header X-Request-ID $vrequest_id always;
 {hide}{_cors(settings)}        }}
 """
+        for pattern in _VECTOR_TILES
+    )
 
 
 def _disk_http(settings: Settings, run_dir: Path) -> str:

@@ -23,6 +23,8 @@ from shared.tiles.grid import TileAddress
 
 __all__ = [
     "MOSAIC_ID",
+    "WORLD",
+    "WORLD_ID",
     "RGB",
     "RGB_ID",
     "configure",
@@ -37,6 +39,9 @@ __all__ = [
 RGB = "single/RGB.byte.tif"
 RGB_ID = encode_id(RGB)
 MOSAIC_ID = encode_id("bahamas-tiles")
+#: a raster of the whole world, in EPSG:4326
+WORLD = "single/world.rgb.tif"
+WORLD_ID = encode_id(WORLD)
 
 
 def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:

@@ -13,7 +13,23 @@ from api.endpoint import Endpoint, routes
 from api.links import api_prefix
 from api.openapi import openapi_document
 from api.openapi.answers import content
-from api.routes import admin, auth, jobs, pdf, providers, raster, system, tiles, vector, web
+from api.routes import (
+    admin,
+    auth,
+    jobs,
+    ogc,
+    ogc_features,
+    ogc_tiles,
+    pdf,
+    providers,
+    raster,
+    system,
+    tiles,
+    vector,
+    web,
+    wms,
+    wmts,
+)
 from api.services import settings_of
 
 __all__ = ["ENDPOINTS", "MOUNTED", "ROOT_ROUTES", "ROUTES"]
@@ -48,6 +64,11 @@ ENDPOINTS: list[Endpoint] = [
     *raster.ENDPOINTS,
     *tiles.ENDPOINTS,
     *vector.ENDPOINTS,
+    *ogc.ENDPOINTS,
+    *ogc_features.ENDPOINTS,
+    *ogc_tiles.ENDPOINTS,
+    *wmts.ENDPOINTS,
+    *wms.ENDPOINTS,
     *pdf.ENDPOINTS,
     *providers.ENDPOINTS,
     *auth.ENDPOINTS,

@@ -39,7 +39,7 @@ from shared.tiles.formats import (
     parse_variant,
     tile_url_template,
 )
-from shared.tiles.grid import MAX_ZOOM, RenderArea, parse_tile
+from shared.tiles.grid import MAX_ZOOM, RenderArea, TileAddress, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
     DEFAULT_MINZOOM,
@@ -50,7 +50,7 @@ from shared.tiles.pretile import (
 from shared.tiles.store import etag_of
 from shared.tiles.styles import StyleInfo
 
-__all__ = ["ENDPOINTS"]
+__all__ = ["ENDPOINTS", "image_response", "render_box", "tile_image"]
 
 _SIDE = 2**MAX_ZOOM - 1
 #: the row of a tile URL, then ``@2x`` for the tile at twice the pixels
@@ -176,7 +176,7 @@ class SpeedTestQuery(JobQuery):
     lang: Lang = Field("", description="Label language (a configured language tag)")
 
 
-def _image(
+def image_response(
     request: Request,
     data: bytes,
     tile_format: TileFormat,
@@ -184,47 +184,60 @@ def _image(
     max_age: int,
     etag: str,
 ) -> Response:
+    """An image with its ``ETag``, age and ``X-Cache``; ``304`` when ``If-None-Match`` names it."""
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
     if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=tile_format.media_type, headers=headers)
 
 
+async def render_box(
+    request: Request,
+    style: str,
+    lang: str,
+    area: RenderArea,
+    variant: TileVariant,
+    names: tuple[str, str] = ("width", "height"),
+) -> bytes:
+    """A render of ``area`` (its size at scale 1: twice each side for ``@2x``) in ``variant``,
+    within ``MAPSVC_TILE_MAX_SIZE`` a side and ``MAPSVC_RENDER_MAX_PIXELS``; ``names``: the
+    parameters of its width and height, which a refusal names."""
+    svc = services(request)
+    tiles = svc.settings.tiles
+    side_max = tiles.max_size // variant.scale
+    for name, side in zip(names, (area.width, area.height), strict=True):
+        if side > side_max:
+            raise InvalidInputError(
+                f"{name} must be 1..{side_max} for {variant.name}", parameter=name
+            )
+    width, height = area.width * variant.scale, area.height * variant.scale
+    if width * height > tiles.render_max_pixels:
+        raise InvalidInputError(
+            f"{names[0]} x {names[1]} must be at most {tiles.render_max_pixels} pixels",
+            parameter=names[0],
+            pixels=width * height,
+        )
+    svc.tiles.style(style)  # 404 for an unknown style
+    scaled = RenderArea(area.bbox, width, height, area.srs, variant.scale)
+    codec = Encoding.from_settings(tiles).codec(variant.format)
+    return (await svc.tiles.pool.render(style, lang, scaled, codec)).data
+
+
 async def _bbox_render(
     request: Request, query: TileQuery, variant: TileVariant, bbox: Bbox
 ) -> Response:
     """A render of ``bbox``, ``width`` x ``height`` pixels (twice each for ``@2x``)."""
-    svc = services(request)
-    tiles = svc.settings.tiles
-    side_max = tiles.max_size // variant.scale
-    for name in ("width", "height"):
-        if getattr(query, name) > side_max:
-            raise InvalidInputError(
-                f"{name} must be 1..{side_max} for {variant.name}", parameter=name
-            )
-    width, height = query.width * variant.scale, query.height * variant.scale
-    if width * height > tiles.render_max_pixels:
-        raise InvalidInputError(
-            f"width x height must be at most {tiles.render_max_pixels} pixels",
-            parameter="width",
-            pixels=width * height,
-        )
-    svc.tiles.style(query.style)  # 404 for an unknown style
-    area = RenderArea(bbox, width, height, query.render_srs.lower(), variant.scale)
-    codec = Encoding.from_settings(tiles).codec(variant.format)
-    rendered = await svc.tiles.pool.render(query.style, query.lang, area, codec)
-    data, max_age = rendered.data, tiles.max_age_s
-    return _image(request, data, variant.format, "MISS", max_age, etag_of(data))
+    area = RenderArea(bbox, query.width, query.height, query.render_srs.lower())
+    data = await render_box(request, query.style, query.lang, area, variant)
+    max_age = services(request).settings.tiles.max_age_s
+    return image_response(request, data, variant.format, "MISS", max_age, etag_of(data))
 
 
 async def get_tile(request: Request, query: TileQuery) -> Response:
     """A tile of a style, ``<y>[@2x].<format>``, or a BBOX render; ``debug=1``: its debug object."""
-    svc = services(request)
-    settings = svc.settings
     extension = query.format if isinstance(query, TileFormatQuery) else TileFormat.PNG
     row, variant = parse_variant(query.y, extension)
     tile = parse_tile(query.z, query.x, row)
-    service = svc.tiles
     bbox = query.box()
     if bbox is not None:
         return await _bbox_render(request, query, variant, bbox)
@@ -233,18 +246,39 @@ async def get_tile(request: Request, query: TileQuery) -> Response:
         out = f"{style}-{tile.z}-{tile.x}-{tile.y}.png"
         argv = ["mapsvc", "render-tile", style, str(tile.z), str(tile.x), str(tile.y)]
         argv += ["--lang", lang, "--out", out]
-        return JSONResponse({"bbound": service.bbound(style, tile), "cmd": shlex.join(argv)})
-    result = await service.tile(
+        bbound = services(request).tiles.bbound(style, tile)
+        return JSONResponse({"bbound": bbound, "cmd": shlex.join(argv)})
+    return await tile_image(
+        request, style, lang, tile, variant, is_s3=query.is_s3, refresh=query.nocache
+    )
+
+
+async def tile_image(
+    request: Request,
+    style: str,
+    lang: str,
+    tile: TileAddress,
+    variant: TileVariant,
+    *,
+    is_s3: bool = False,
+    refresh: bool = False,
+) -> Response:
+    """The answer of every raster tile route: the tile from the cache (rendered and stored on a
+    miss), its ``ETag`` the stored file's, ``X-Cache``, ``X-Tile-Empty`` for an empty tile."""
+    svc = services(request)
+    tiles = svc.settings.tiles
+    result = await svc.tiles.tile(
         style,
         lang,
         tile,
-        svc.tile_stores.pick(query.is_s3),
-        refresh=query.nocache,
+        svc.tile_stores.pick(is_s3),
+        refresh=refresh,
         variant=variant,
-        encoding=Encoding.from_settings(settings.tiles),
+        encoding=Encoding.from_settings(tiles),
     )
-    max_age = settings.tiles.max_age_s
-    response = _image(request, result.data, variant.format, result.cache, max_age, result.etag)
+    response = image_response(
+        request, result.data, variant.format, result.cache, tiles.max_age_s, result.etag
+    )
     if result.empty:
         response.headers["X-Tile-Empty"] = "1"
     return response
@@ -265,12 +299,10 @@ async def get_tile_access(request: Request, query: StyleQuery) -> Response:
 def _tilejson(info: StyleInfo, tiles: str) -> dict[str, Any]:
     """A raster layer as TileJSON 3.0.0, its tiles at the URL template ``tiles``.
 
-    ``maxzoom`` is the layer's own zoom, where its pixels match the tiles' (as TiTiler gives a
-    raster's), so a client enlarges the tiles past it rather than ask for more; the tile
-    routes still draw every zoom up to ``MAX_ZOOM``.
+    ``maxzoom`` is the layer's own (:attr:`StyleInfo.maxzoom`); the tile routes still draw
+    every zoom up to ``MAX_ZOOM``.
     """
     w, s, e, n = info.footprint
-    maxzoom = MAX_ZOOM if info.zoom is None else min(info.zoom, MAX_ZOOM)
     return {
         "tilejson": "3.0.0",
         "id": info.style,
@@ -278,7 +310,7 @@ def _tilejson(info: StyleInfo, tiles: str) -> dict[str, Any]:
         "bounds": [w, s, e, n],
         "center": [round((w + e) / 2, 7), round((s + n) / 2, 7), 0],
         "minzoom": 0,
-        "maxzoom": maxzoom,
+        "maxzoom": info.maxzoom,
         "scheme": "xyz",
         "tiles": [tiles],
     }

@@ -24,9 +24,9 @@ from api.openapi.answers import binary, content, json_body
 from api.openapi.models import CacheDropped, FeatureCollection, TileJson, VectorCatalogue, ref
 from api.services import services
 from shared.params import parse_bbox
-from shared.tiles.grid import MAX_ZOOM, parse_tile
+from shared.tiles.grid import MAX_ZOOM, TileAddress, parse_tile
 from shared.vector.catalog import VectorLayer
-from shared.vector.geojson import GeoJsonParams, geojson
+from shared.vector.geojson import GeoJsonParams, GeoJsonStream, geojson
 from shared.vector.query import (
     GEOMETRY_TYPES,
     LayerQuery,
@@ -36,7 +36,7 @@ from shared.vector.query import (
 )
 from shared.vector.tiles import tilejson, vector_tile
 
-__all__ = ["ENDPOINTS"]
+__all__ = ["ENDPOINTS", "MVT", "geojson_response", "vector_tile_answer"]
 
 log = logging.getLogger("mapsvc.api")
 
@@ -199,20 +199,26 @@ async def get_geojson(request: Request, query: GeoJsonQuery) -> Response:
         timeout_ms=settings.vector.statement_timeout_ms,
         buffer_bytes=settings.vector.geojson_buffer_bytes,
     )
+    return await geojson_response(answer, settings.vector.geojson_max_s)
+
+
+async def geojson_response(
+    answer: bytes | GeoJsonStream, max_s: float, headers: dict[str, str] | None = None
+) -> Response:
+    """The response of a GeoJSON answer (``X-Cache`` and ``headers`` added): cached bytes, a
+    page read whole, or a stream cut after ``max_s``."""
+    media, headers = "application/geo+json", headers or {}
     if isinstance(answer, bytes):
-        return Response(answer, media_type="application/geo+json", headers={"X-Cache": "HIT"})
+        return Response(answer, media_type=media, headers={**headers, "X-Cache": "HIT"})
+    headers = {**headers, "X-Cache": "MISS"}
     if answer.in_memory:  # read whole: one body with its length, no stream to cap
         try:
             body = b"".join([chunk async for chunk in answer.body])
         finally:
             await answer.close()
-        return Response(body, media_type="application/geo+json", headers={"X-Cache": "MISS"})
+        return Response(body, media_type=media, headers=headers)
     return _CappedStream(
-        answer.body,
-        max_s=settings.vector.geojson_max_s,
-        on_close=answer.close,
-        media_type="application/geo+json",
-        headers={"X-Cache": "MISS"},
+        answer.body, max_s=max_s, on_close=answer.close, media_type=media, headers=headers
     )
 
 
@@ -301,13 +307,21 @@ async def get_vtile(request: Request, query: VectorTileQuery) -> Response:
 
     ``204`` when no feature falls in it; gzipped when the client accepts it.
     """
-    svc = services(request)
-    settings = svc.settings
     tile = parse_tile(query.z, query.x, query.y)
     layer = await _layer(request, query.layer)
-    features = query.of(layer)
+    return await vector_tile_answer(request, layer, query.of(layer), tile, refresh=query.nocache)
+
+
+async def vector_tile_answer(
+    request: Request, layer: VectorLayer, features: LayerQuery, tile: TileAddress, *, refresh: bool
+) -> Response:
+    """The answer of every vector tile route: the tile of ``features`` from the cache (made in
+    PostGIS and kept on a miss, unless ``refresh``), ``204`` when empty, gzipped when the
+    client accepts it."""
+    svc = services(request)
+    settings = svc.settings
     cache = svc.vector_cache
-    use_cache, key, data = not query.nocache, "", None
+    use_cache, key, data = not refresh, "", None
     if use_cache:
         version = await cache.version(svc.db, layer)
         key = cache.key(

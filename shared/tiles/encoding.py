@@ -31,6 +31,7 @@ __all__ = [
     "Codec",
     "Encoding",
     "empty_tile",
+    "gdal_encode",
 ]
 
 #: Full-colour PNG (a palette would change the pixels of imagery), zlib level 1 with the
@@ -89,7 +90,8 @@ class Encoding:
 DEFAULT_ENCODING = Encoding()
 
 
-def _gdal_encode(driver: str, pixels: np.ndarray, **options: Any) -> bytes:
+def gdal_encode(driver: str, pixels: np.ndarray, **options: Any) -> bytes:
+    """``pixels`` (bands, rows, columns of bytes) as an image file of GDAL's ``driver``."""
     count, height, width = pixels.shape
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)  # an image, not a raster
@@ -110,7 +112,7 @@ def empty_tile(tile_format: TileFormat, size: int) -> bytes:
     if tile_format is TileFormat.PNG:
         return transparent_png(size, size)
     if tile_format is TileFormat.WEBP:
-        return _gdal_encode("WEBP", np.zeros((4, size, size), np.uint8), LOSSLESS="TRUE")
+        return gdal_encode("WEBP", np.zeros((4, size, size), np.uint8), LOSSLESS="TRUE")
     background = np.array(JPEG_BACKGROUND, np.uint8)[:, np.newaxis, np.newaxis]
     pixels = np.broadcast_to(background, (3, size, size))
-    return _gdal_encode("JPEG", np.ascontiguousarray(pixels), QUALITY=_EMPTY_JPEG_QUALITY)
+    return gdal_encode("JPEG", np.ascontiguousarray(pixels), QUALITY=_EMPTY_JPEG_QUALITY)

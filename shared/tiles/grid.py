@@ -17,7 +17,9 @@ MAX_ZOOM = 24
 
 @dataclass(frozen=True)
 class RenderArea:
-    """What one render draws: ``bbox`` (in the map's CRS, or in ``srs``) at a pixel size.
+    """What one render draws: ``bbox`` (in the map's CRS, or in ``srs``) at a pixel size;
+    with ``srs``, the image is drawn in that CRS (a BBOX render in EPSG:4326 is a plate carrée
+    image, as WMS wants it).
 
     ``scale`` is Mapnik's ``scale_factor``: 2 for ``@2x`` tiles, drawn at twice the pixels with
     symbols, lines and labels twice as large.

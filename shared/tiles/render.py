@@ -87,22 +87,25 @@ class TileRenderer:
         started = time.perf_counter()
         m = self._load(style, lang).map
         srs, width, height = area.srs, area.width, area.height
-        m.resize(width, height)
-        box = mapnik.Box2d(*area.bbox)
         if srs is not None:
             try:
-                transform = mapnik.ProjTransform(mapnik.Projection(srs), mapnik.Projection(m.srs))
-                box = transform.forward(box)
+                mapnik.Projection(srs)
             except RuntimeError as exc:
                 raise InvalidInputError(f"unknown srs {srs!r}", srs=srs) from exc
-        m.zoom_to_box(box)
-        image = mapnik.Image(width, height)
+        own_srs = m.srs
+        m.resize(width, height)
+        # a box in another CRS is drawn in that CRS: the map's projection is its, this once
+        m.srs = srs or own_srs
         try:
+            m.zoom_to_box(mapnik.Box2d(*area.bbox))
+            image = mapnik.Image(width, height)
             mapnik.render(m, image, float(area.scale))
         except RuntimeError as exc:
             raise UnprocessableError(
                 f"rendering {style!r} failed: {exc}".splitlines()[0], style=style
             ) from exc
+        finally:
+            m.srs = own_srs
         empty = not image.painted() or _blank(image)
         rendered = Rendered(_encode(image, codec), empty)
         RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)

@@ -9,9 +9,10 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
-from shared.raster.paths import MAX_ID_CHARS
+from shared.raster.paths import MAX_ID_CHARS, decode_id
+from shared.tiles.grid import MAX_ZOOM
 
-__all__ = ["LANG_TOKEN", "StyleInfo", "check_style_id", "read_style", "style_path"]
+__all__ = ["LANG_TOKEN", "StyleInfo", "check_style_id", "read_style", "style_ids", "style_path"]
 
 #: Written in a style's XML where the label language goes (``[name_{{lang}}]``); each
 #: rendering replaces it with the requested language.
@@ -29,6 +30,20 @@ class StyleInfo:
     bounds: list[float] | None
     zoom: int | None
     layer_srs: str | None
+
+    @property
+    def title(self) -> str:
+        """The layer's title: the path of its raster, else (a style written by hand) its id."""
+        try:
+            return decode_id(self.style)
+        except InvalidInputError:
+            return self.style
+
+    @property
+    def maxzoom(self) -> int:
+        """The layer's own zoom, where its pixels match the tiles' (``MAX_ZOOM`` when unknown):
+        a client enlarges the tiles past it rather than ask for more (TiTiler's ``maxzoom``)."""
+        return MAX_ZOOM if self.zoom is None else min(self.zoom, MAX_ZOOM)
 
     @property
     def footprint(self) -> list[float]:
@@ -67,6 +82,15 @@ def style_path(mapnik_dir: Path, style: str) -> Path:
             style=style,
         )
     return path
+
+
+def style_ids(mapnik_dir: Path) -> list[str]:
+    """The ids of the configured styles (the raster layers), sorted: every ``<id>.xml`` whose
+    name is a style id."""
+    if not mapnik_dir.is_dir():
+        return []
+    names = (path.stem for path in mapnik_dir.glob("*.xml") if path.is_file())
+    return sorted(name for name in names if _STYLE_ID.fullmatch(name))
 
 
 def read_style(mapnik_dir: Path, style: str) -> StyleInfo:

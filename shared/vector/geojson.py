@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -18,7 +19,14 @@ from shared.vector.catalog import VectorLayer
 from shared.vector.features import GeoJsonPage, open_geojson
 from shared.vector.query import LayerQuery
 
-__all__ = ["CACHE_LIMIT", "GeoJsonParams", "GeoJsonStream", "LinkBuilder", "geojson"]
+__all__ = [
+    "CACHE_LIMIT",
+    "GeoJsonParams",
+    "GeoJsonStream",
+    "LinkBuilder",
+    "OgcMembers",
+    "geojson",
+]
 
 CACHE_LIMIT = 8 * 1024 * 1024  # larger GeoJSON answers are streamed, not cached
 
@@ -50,6 +58,18 @@ class GeoJsonParams:
 
 
 @dataclass(frozen=True)
+class OgcMembers:
+    """What an OGC API – Features answer adds: its paging links' media type and titles, its
+    other links (the collection), and ``timeStamp`` (when the answer was made)."""
+
+    media_type: str
+    links: tuple[dict[str, str], ...] = ()
+
+
+_TITLES = {"self": "This page", "next": "Next page", "prev": "Previous page"}
+
+
+@dataclass(frozen=True)
 class GeoJsonStream:
     """An answer being read from the database: stream ``body``; ``close`` frees its connection."""
 
@@ -75,6 +95,7 @@ async def geojson(
     *,
     timeout_ms: int,
     buffer_bytes: int,
+    ogc: OgcMembers | None = None,
 ) -> bytes | GeoJsonStream:
     """The layer's features as a GeoJSON FeatureCollection: cached bytes, or a stream.
 
@@ -86,6 +107,7 @@ async def geojson(
         link: makes the links of the answer (and so its cache key) from query parameters.
         timeout_ms: the statement timeout.
         buffer_bytes: how much of the page is read ahead of the client.
+        ogc: the members of an OGC API – Features answer (None: none).
 
     Returns:
         The cached answer, or a stream that fills the cache as it ends (when it may).
@@ -97,8 +119,9 @@ async def geojson(
     """
     use_cache, key = not params.refresh and not params.debug, ""
 
-    def page(at: int) -> dict[str, str]:
-        return {"href": link(params.link_params(at))}
+    def page(at: int, rel: str = "self") -> dict[str, str]:
+        shape = {} if ogc is None else {"type": ogc.media_type, "title": _TITLES[rel]}
+        return {"rel": rel, **shape, "href": link(params.link_params(at))}
 
     if use_cache:
         version = await cache.version(engine, layer)
@@ -118,12 +141,15 @@ async def geojson(
         buffer_bytes=buffer_bytes,
     )
     offset, limit = params.offset, params.limit
-    links = [{"rel": "self", **page(offset)}]
+    links = [page(offset)]
     if offset + limit < features.number_matched:
-        links.append({"rel": "next", **page(offset + limit)})
+        links.append(page(offset + limit, "next"))
     if offset > 0:
-        links.append({"rel": "prev", **page(max(0, offset - limit))})
+        links.append(page(max(0, offset - limit), "prev"))
     head = {"name": layer.id, "numberMatched": features.number_matched}
+    if ogc is not None:
+        links += ogc.links
+        head["timeStamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def body() -> AsyncGenerator[bytes, None]:
         kept: list[bytes] | None = [] if use_cache else None

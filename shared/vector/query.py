@@ -14,6 +14,7 @@ from typing import Any
 
 from shared.errors import InvalidInputError
 from shared.vector.catalog import VectorLayer, ident
+from shared.vector.cql import CqlFilter
 
 __all__ = ["Condition", "LayerQuery", "parse_filter", "parse_names", "where_sql"]
 
@@ -50,6 +51,8 @@ class LayerQuery:
     ids: tuple[str, ...] | None = None
     geometry_type: str | None = None
     named_query: str | None = None
+    cql: CqlFilter | None = None
+    """A CQL2-text filter (OGC API – Features), besides ``filters``."""
 
     def params(self) -> list[tuple[str, str]]:
         """The query as request parameters, in one form for every request that means it.
@@ -70,6 +73,8 @@ class LayerQuery:
             params.append(("type", self.geometry_type))
         if self.named_query is not None:
             params.append(("sql", self.named_query))
+        if self.cql is not None:
+            params += [("filter-lang", "cql2-text"), ("filter", self.cql.text)]
         return params
 
 
@@ -175,4 +180,7 @@ def where_sql(
                 parameter="sql",
             )
         clauses.append(f"({layer.queries[query.named_query]})")  # SQL from the admin's config
+    if query.cql is not None:  # its values bound as :cqlN, its names from the catalogue
+        clauses.append(f"({query.cql.sql})")
+        params.update(query.cql.params)
     return (" AND ".join(clauses) or "TRUE"), params

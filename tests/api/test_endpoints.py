@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 from openapi_spec_validator import validate
@@ -139,7 +140,11 @@ def _example(parameter: dict[str, Any]) -> str:
 
 #: bounds that hold only when another parameter is at the same end of its range: a column or
 #: row at zoom z, a first zoom below the end zoom
-DEPENDS = {"x": "z", "y": "z", "minzoom": "maxzoom", "maxzoom": "minzoom"}
+DEPENDS = {
+    **{"x": "z", "y": "z", "minzoom": "maxzoom", "maxzoom": "minzoom"},
+    **{"TileRow": "TileMatrix", "TileCol": "TileMatrix"},  # WMTS
+    **{"tileRow": "tileMatrix", "tileCol": "tileMatrix"},  # OGC API – Tiles
+}
 
 
 def _request(
@@ -171,7 +176,10 @@ def _request(
     if response.status_code == 202:  # a job recorded, never sent (`no_tasks`): ended at once
         assert client.delete(f"/api-user/jobs/{response.json()['id']}").status_code == 200
     named = None
-    if response.status_code == 400:
+    if response.status_code == 400 and "xml" in response.headers["content-type"]:  # WMS, WMTS
+        located = (e.get("locator") for e in ET.fromstring(response.content).iter())
+        named = next((name for name in located if name), None)
+    elif response.status_code == 400:
         named = response.json()["error"]["detail"].get("parameter")
     return response.status_code, named
 

@@ -21,11 +21,16 @@ from api.front import front_argv, write_front_config
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
 from tests.conftest import free_port, served
-from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, tile_url
+from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, tile_url
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx")
 
 TILE = tile_url(RGB_ID, 8, 72, 110)
+
+
+def ogc_url(style: str, z: int, x: int, y: int, suffix: str = ".png", tms: str = "") -> str:
+    """The OGC API URL of rtile's tile ``z/x/y`` (OGC's order in the path: z/y/x)."""
+    return f"/api-user/ogc/collections/{style}/tiles/{tms or 'WebMercatorQuad'}/{z}/{y}/{x}{suffix}"
 
 
 @contextmanager
@@ -162,6 +167,53 @@ def test_every_format_and_retina_tile_comes_from_disk(fronted: tuple[str, Settin
     assert "x-request-id" not in jpeg.headers  # .jpeg is the .jpg file
 
 
+def test_an_ogc_tile_is_the_rtile_file_sent_from_disk(fronted: tuple[str, Settings]) -> None:
+    base, settings = fronted
+    cached = settings.dirs.rtile / RGB_ID / settings.default_lang / "9" / "145" / "221.webp"
+    cached.unlink(missing_ok=True)
+    url = ogc_url(RGB_ID, 9, 145, 221, ".webp")
+    first = httpx.get(f"{base}{url}")  # not cached: the API renders and stores rtile's file
+    assert first.status_code == 200
+    assert "x-request-id" in first.headers
+    assert cached.read_bytes() == first.content
+    rtile = httpx.get(f"{base}{tile_url(RGB_ID, 9, 145, 221, suffix='.webp')}")
+    for path in (url, url.replace("/api-user/", "/api/v1/")):
+        hit = httpx.get(f"{base}{path}", headers={"Origin": "https://map.example"})
+        assert "x-request-id" not in hit.headers, path  # the front answered, from the file
+        assert hit.content == first.content
+        for header in ("content-type", "x-cache", "cache-control", "etag"):
+            assert hit.headers[header] == rtile.headers[header], header
+        assert hit.headers["access-control-allow-origin"] == "*"
+        assert (
+            httpx.get(f"{base}{path}", headers={"If-None-Match": hit.headers["etag"]}).status_code
+            == 304
+        )
+    # a tile rtile cached, in every spelling of its format: the same files
+    for suffix, media in ((".png", "image/png"), (".jpg", "image/jpeg"), (".jpeg", "image/jpeg")):
+        from_rtile = httpx.get(f"{base}{tile_url(RGB_ID, 9, 144, 220, suffix=suffix)}")
+        assert from_rtile.status_code == 200
+        hit = httpx.get(f"{base}{ogc_url(RGB_ID, 9, 144, 220, suffix)}")
+        assert "x-request-id" not in hit.headers, suffix
+        assert hit.headers["content-type"] == media
+        assert hit.content == from_rtile.content
+        pixels = decode(hit.content)
+        assert pixels.shape[1:] == (256, 256)
+        assert pixels[:3].any()  # the scene, not an empty tile
+    # a query (a language), another tile matrix set, the f= form, mvt: the API answers
+    for path, status in (
+        (f"{url}?lang={settings.default_lang}", 200),
+        (ogc_url(RGB_ID, 9, 145, 221, ".webp", tms="WorldCRS84Quad"), 404),
+        (ogc_url(RGB_ID, 9, 145, 221, ".webp", tms="webmercatorquad"), 404),
+        (ogc_url(RGB_ID, 9, 145, 221, "?f=webp"), 200),
+        (ogc_url(RGB_ID, 9, 145, 221, ".mvt"), 400),
+    ):
+        r = httpx.get(f"{base}{path}")
+        assert r.status_code == status, (path, r.text)
+        assert "x-request-id" in r.headers, path
+        if status == 200:
+            assert r.content == first.content
+
+
 def _new_key(api: str, layers: list[str] | None) -> dict[str, Any]:
     body = {"name": "front", "role": "reader", "layers": layers}
     made = httpx.post(f"{api}/api-user/api-keys", json=body, headers=AUTH)
@@ -180,11 +232,14 @@ def keyed(front_settings: Settings) -> Iterator[tuple[str, str, Settings]]:
             yield base, api, mine
 
 
+@pytest.mark.parametrize(
+    "path", [tile_url(MOSAIC_ID, 8, 72, 110), ogc_url(MOSAIC_ID, 8, 72, 110)], ids=["rtile", "ogc"]
+)
 def test_a_key_reads_cached_tiles_of_its_layers_from_disk(
-    keyed: tuple[str, str, Settings],
+    keyed: tuple[str, str, Settings], path: str
 ) -> None:
     base, api, settings = keyed
-    url = f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}"
+    url = f"{base}{path}"
     cached = settings.dirs.rtile / MOSAIC_ID / "en" / "8" / "72" / "110.png"
     cached.unlink(missing_ok=True)
     first = httpx.get(url, headers=AUTH)  # rendered and cached by the API
@@ -207,7 +262,6 @@ def test_a_key_reads_cached_tiles_of_its_layers_from_disk(
         )  # type: ignore[arg-type]
         assert again.status_code == 304
     # the API gives the cached tile the same ETag as the front: a validator works on both
-    path = tile_url(MOSAIC_ID, 8, 72, 110)
     from_api = httpx.get(f"{api}{path}", headers=AUTH)
     assert from_api.headers["x-cache"] == "HIT"
     assert from_api.headers["etag"] == hit.headers["etag"]
@@ -265,8 +319,22 @@ def test_a_revoked_key_stops_reading_once_the_kept_yes_ends(
     assert (settings.dirs.rtile / MOSAIC_ID / "en" / "8" / "72" / "110.png").is_file()
 
 
+@pytest.mark.parametrize(
+    ("url", "private"),
+    [
+        (
+            "/api-user/vtile/public.countries/1/0/0.pbf",
+            "/api/v1/vtile/public.test_points/1/0/0.pbf",
+        ),
+        (
+            "/api-user/ogc/collections/public.countries/tiles/WebMercatorQuad/1/0/0.mvt",
+            "/api/v1/ogc/collections/public.test_points/tiles/WebMercatorQuad/1/0/0.mvt",
+        ),
+    ],
+    ids=["vtile", "ogc"],
+)
 def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
-    front_settings: Settings, vector_tables: str
+    front_settings: Settings, vector_tables: str, url: str, private: str
 ) -> None:
     mine = front_settings.model_copy(
         update={
@@ -274,10 +342,6 @@ def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
             "port": free_port(),
             "front_vtile_ttl_s": 60,
         }
-    )
-    url, private = (
-        "/api-user/vtile/public.countries/1/0/0.pbf",
-        "/api/v1/vtile/public.test_points/1/0/0.pbf",
     )
     gzip = {"Accept-Encoding": "gzip"}
     with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
@@ -300,6 +364,10 @@ def test_the_front_keeps_vector_tiles_of_public_layers_a_moment(
                 assert r.status_code in (200, 204), (path, r.text)
                 assert "x-request-id" in r.headers, path
         assert httpx.get(f"{base}{private}").status_code == 401
+        # the tile is vtile's: the same features
+        same = httpx.get(f"{base}/api-user/vtile/public.countries/1/0/0.pbf", headers=gzip)
+        assert same.content == first.content
+        assert b"France" in first.content  # a feature's name, in the MVT
 
 
 def test_with_the_api_down_cached_public_tiles_still_come_and_the_rest_is_a_json_503(
@@ -328,15 +396,23 @@ def test_with_the_api_down_cached_public_tiles_still_come_and_the_rest_is_a_json
             assert r.headers["retry-after"] == "5"
 
 
+@pytest.mark.parametrize(
+    ("path", "layer"),
+    [
+        (tile_url(MOSAIC_ID, 8, 72, 110), "/rtile/"),
+        (ogc_url(MOSAIC_ID, 8, 72, 110), "/collections/"),
+    ],
+    ids=["rtile", "ogc"],
+)
 def test_a_path_that_climbs_out_of_a_layer_is_checked_as_the_layer_it_lands_on(
-    keyed: tuple[str, str, Settings],
+    keyed: tuple[str, str, Settings], path: str, layer: str
 ) -> None:
     base, api, settings = keyed
-    assert httpx.get(f"{base}{tile_url(MOSAIC_ID, 8, 72, 110)}", headers=AUTH).status_code == 200
+    assert httpx.get(f"{base}{path}", headers=AUTH).status_code == 200
     other = _new_key(api, [RGB_ID])["key"]  # may read the RGB layer, not the mosaic
     host, port = base.removeprefix("http://").split(":")
     for climb in ("..", "%2e%2e", "%2E%2E"):
-        target = f"/api-user/rtile/{RGB_ID}/{climb}/{MOSAIC_ID}/en/8/72/110.png"
+        target = path.replace(layer, f"{layer}{RGB_ID}/{climb}/", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         conn.request("GET", target, headers={"Authorization": f"Bearer {other}"})
         answer = conn.getresponse()

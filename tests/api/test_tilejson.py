@@ -274,8 +274,11 @@ def test_the_configuration_result_names_the_tilejson(
 
 def test_no_tile_location_of_the_front_takes_the_tilejson() -> None:
     """The nginx front sends cached tiles itself; the TileJSON is the API's to answer."""
-    tile, vtile = (re.compile(p.replace("(?<", "(?P<")) for p in (front._TILE, front._VTILE))
+    patterns = [
+        re.compile(p.replace("(?<", "(?P<")) for p in (*front._RASTER_TILES, *front._VECTOR_TILES)
+    ]
     for mount in MOUNTS:
-        assert tile.match(f"{mount}/rtile/{RGB_ID}/en/8/72/110@2x.webp")
-        for pattern in (tile, vtile):
-            assert not pattern.match(f"{mount}/rtile/{RGB_ID}/tilejson.json")
+        assert patterns[0].match(f"{mount}/rtile/{RGB_ID}/en/8/72/110@2x.webp")
+        for pattern in patterns:
+            for path in ("rtile/{}/tilejson.json", "ogc/collections/{}/tiles/WebMercatorQuad"):
+                assert not pattern.match(f"{mount}/{path.format(RGB_ID)}")

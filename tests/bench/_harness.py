@@ -1,5 +1,6 @@
 """What the benchmark scripts share: a deadline, the servers they start and wait for, a client,
-and the admin key they call the service with."""
+the admin key they call the service with, the settings of the service, and the databases they
+make."""
 
 from __future__ import annotations
 
@@ -7,18 +8,29 @@ import asyncio
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
+
+from shared.jobs import JobReporter, JobStore
+from shared.raster.layer import configure_layer
+from shared.raster.paths import encode_id
+from shared.redis_clients import sync_client
+from shared.settings import Settings
 
 __all__ = [
     "Deadline",
@@ -27,10 +39,16 @@ __all__ = [
     "admin_key",
     "auth_headers",
     "auth_lines",
+    "check_loopback",
+    "configure_scene",
+    "drop_database",
     "free_port",
+    "fresh_database",
     "goal",
     "load_average",
     "service_env",
+    "service_settings",
+    "sqlalchemy_url",
     "start",
     "WrkCase",
     "WrkResult",
@@ -68,6 +86,39 @@ def service_env(key: str) -> dict[str, str]:
         "MAPSVC_RATE_PROVIDERS_PER_MIN": unlimited,
         "MAPSVC_RATE_JOBS_PER_MIN": unlimited,
     }
+
+
+def service_settings(key: str, work: Path, **env: str) -> tuple[dict[str, str], Settings]:
+    """The environment of a service a script starts (this process's, ``service_env(key)``, the
+    work dir ``work``, a free port, then ``env``) and the settings it makes; the work dir made."""
+    full = {
+        **os.environ,
+        **service_env(key),
+        "MAPSVC_WORK_DIR": str(work),
+        "MAPSVC_PORT": str(free_port()),
+        **env,
+    }
+    settings = Settings(
+        **{k.removeprefix("MAPSVC_").lower(): v for k, v in full.items() if k.startswith("MAPSVC_")}
+    )
+    settings.ensure_work_dir()
+    return full, settings
+
+
+def configure_scene(settings: Settings, source: Path, rel: str) -> str:
+    """``source`` copied to ``rel`` of the raster folder and configured as a layer (in-process,
+    as the job does): its id."""
+    target = settings.dirs.raster / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, target)
+    store = JobStore(sync_client(settings.redis_url), settings)
+    job = str(uuid.uuid4())
+    store.create(job, "bench", {})
+    reporter = JobReporter(store, job)
+    configure_layer(
+        settings.work_dir, rel, reporter, lang="en", url_prefix="/api-user", refresh=False
+    )
+    return encode_id(rel)
 
 
 class Deadline:
@@ -279,6 +330,38 @@ def wrk_rate(
 
 
 # --- the database ------------------------------------------------------------------------------
+
+#: the only hosts of ``--pg`` and ``--redis``: a script drops databases and flushes Redis dbs
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def check_loopback(url: str, what: str) -> None:
+    """Stop the run when ``url`` (given as ``what``) is not on this machine."""
+    if (urlsplit(url).hostname or "") not in LOOPBACK:
+        raise SystemExit(f"{what} {url}: only loopback addresses are used by this benchmark")
+
+
+def sqlalchemy_url(pg: str) -> str:
+    """The server ``pg`` (``postgresql://...``) for SQLAlchemy, with psycopg."""
+    return pg.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def _admin(pg: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(f"{pg}/postgres", autocommit=True, connect_timeout=5)
+
+
+def drop_database(pg: str, name: str) -> None:
+    """Database ``name`` of the server ``pg`` dropped, if it is there."""
+    with _admin(pg) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def fresh_database(pg: str, name: str) -> str:
+    """Database ``name`` of the server ``pg`` made afresh (empty): its SQLAlchemy URL."""
+    drop_database(pg, name)
+    with _admin(pg) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{sqlalchemy_url(pg)}/{name}"
 
 
 def load_average() -> str:

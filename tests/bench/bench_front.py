@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import tempfile
-import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,17 +33,14 @@ from sqlalchemy import create_engine
 from api.cli import serve_argv
 from api.front import front_argv, http_basics, nginx_main, write_front_config
 from shared.demo import DEMO_DATA, load_countries
-from shared.jobs import JobReporter, JobStore
-from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
-from shared.redis_clients import sync_client
-from shared.settings import Settings
 from tests.bench._harness import (
     Deadline,
     admin_key,
+    configure_scene,
     free_port,
     goal,
-    service_env,
+    service_settings,
     start,
     wait_http,
     wrk_rate,
@@ -106,30 +102,18 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-front-"))
     work.chmod(0o755)  # started as root, nginx's workers run as www-data: they must pass it
     admin, public, private = admin_key(), encode_id(SCENE), encode_id(PRIVATE)
-    port, backend, plain = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        **service_env(admin),
-        "MAPSVC_WORK_DIR": str(work),
-        "MAPSVC_PORT": str(port),
-        "MAPSVC_BACKEND_PORT": str(backend),
-        "MAPSVC_PUBLIC_LAYERS": f"{public},{COUNTRIES}",
-        "MAPSVC_API_WORKERS": "2",
-        "MAPSVC_ALLOWED_HOSTS": "127.0.0.1,localhost",
-    }
-    settings = Settings(
-        **{k.removeprefix("MAPSVC_").lower(): v for k, v in env.items() if k.startswith("MAPSVC_")}
+    backend, plain = free_port(), free_port()
+    env, settings = service_settings(
+        admin,
+        work,
+        MAPSVC_BACKEND_PORT=str(backend),
+        MAPSVC_PUBLIC_LAYERS=f"{public},{COUNTRIES}",
+        MAPSVC_API_WORKERS="2",
+        MAPSVC_ALLOWED_HOSTS="127.0.0.1,localhost",
     )
-    settings.ensure_work_dir()
+    port = settings.port
     for rel in (SCENE, PRIVATE):
-        (settings.dirs.raster / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(args.data / "raster" / SCENE, settings.dirs.raster / rel)
-        store = JobStore(sync_client(settings.redis_url), settings)
-        job = str(uuid.uuid4())
-        store.create(job, "bench", {})
-        configure_layer(
-            work, rel, JobReporter(store, job), lang="en", url_prefix="/api-user", refresh=False
-        )
+        configure_scene(settings, args.data / "raster" / SCENE, rel)
     engine = create_engine(settings.database_url)
     load_countries(engine, args.data)
     engine.dispose()

@@ -70,10 +70,14 @@ from tests.bench._harness import (
     admin_key,
     auth_headers,
     auth_lines,
+    check_loopback,
+    drop_database,
     free_port,
+    fresh_database,
     goal,
     load_average,
     service_env,
+    sqlalchemy_url,
     start,
     wait_http,
     wrk_rate,
@@ -85,30 +89,11 @@ TIPG_REQUIREMENTS = ("tipg>=0.7", "uvicorn[standard]>=0.30,<1")
 MVT_TYPE = "application/vnd.mapbox-vector-tile"
 COUNTRIES, POINTS = "public.countries", "public.bench_points"
 EXTENT, BUFFER = 4096, 64  # mapsvc's (shared.vector.tiles); tipg is set to the same
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-def check_loopback(url: str, what: str) -> None:
-    host = urlsplit(url).hostname or ""
-    if host not in LOOPBACK:
-        raise SystemExit(f"{what} {url}: only loopback addresses are used by this benchmark")
-
-
-def admin(pg: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(f"{pg}/postgres", autocommit=True, connect_timeout=5)
-
-
-def drop_bench_db(pg: str) -> None:
-    with admin(pg) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
 
 
 def make_bench_db(pg: str, points: int, seed: float) -> str:
     """The bench database made afresh with both tables; a line describing them."""
-    drop_bench_db(pg)
-    with admin(pg) as conn:
-        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
-    engine = create_engine(f"{sqlalchemy_url(pg)}/{BENCH_DB}")
+    engine = create_engine(fresh_database(pg, BENCH_DB))
     try:
         with engine.begin() as conn:
             conn.execute(text("CREATE EXTENSION postgis"))
@@ -145,10 +130,6 @@ def make_bench_db(pg: str, points: int, seed: float) -> str:
         f"database {BENCH_DB} (PostGIS {postgis}): {COUNTRIES} {countries} rows;"
         f" {POINTS} {points} random points (lon -180..180, lat -85..85, made in {made_s:.1f} s)"
     )
-
-
-def sqlalchemy_url(pg: str) -> str:
-    return pg.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def most_points_per_tile(pg: str, zoom: int) -> int:
@@ -937,7 +918,7 @@ def main() -> int:
         if args.keep_db:
             stack.callback(print, f"database {BENCH_DB} kept (--keep-db)")
         else:  # registered before the servers start: runs after they stopped
-            stack.callback(drop_bench_db, pg)
+            stack.callback(drop_database, pg, BENCH_DB)
             stack.callback(print, f"dropping database {BENCH_DB}")
         about_db = make_bench_db(pg, args.points, seed=0.42)
         countries_tiles = zoom_tiles(*zooms(args.countries_zooms))

@@ -58,11 +58,15 @@ from tests.bench._harness import (
     admin_key,
     auth_headers,
     auth_lines,
+    check_loopback,
+    drop_database,
+    fresh_database,
     load_average,
+    sqlalchemy_url,
     wait_http,
 )
 from tests.bench.bench_tiles import configure_layer, make_cog, scene_tiles, start_mapsvc, url_of
-from tests.bench.bench_vector import admin, check_loopback, sqlalchemy_url, verdict
+from tests.bench.bench_vector import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = Path(__file__).with_name("stress_bbox.lua")
@@ -75,17 +79,9 @@ SLOW_BYTES_PER_S, SLOW_RCVBUF = 16, 4096
 # --- the database ------------------------------------------------------------------------------
 
 
-def drop_stress_db(pg: str) -> None:
-    with admin(pg) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{STRESS_DB}" WITH (FORCE)')
-
-
 def make_stress_db(pg: str, points: int) -> str:
     """The stress database made afresh: countries, and points with a 512-character note each."""
-    drop_stress_db(pg)
-    with admin(pg) as conn:
-        conn.execute(f'CREATE DATABASE "{STRESS_DB}"')
-    engine = create_engine(f"{sqlalchemy_url(pg)}/{STRESS_DB}")
+    engine = create_engine(fresh_database(pg, STRESS_DB))
     try:
         countries = load_countries(engine, DEMO_DATA)  # also creates the postgis extension
         with engine.begin() as conn:
@@ -551,7 +547,7 @@ def main() -> int:
             print(f"work dir and database {STRESS_DB} kept: {work}")
         else:  # registered before the servers start: runs after they stopped
             stack.callback(shutil.rmtree, work, ignore_errors=True)
-            stack.callback(drop_stress_db, pg)
+            stack.callback(drop_database, pg, STRESS_DB)
         print(make_stress_db(pg, args.points))
         # start_mapsvc starts the servers with this process's environment
         os.environ["MAPSVC_DATABASE_URL"] = f"{sqlalchemy_url(pg)}/{STRESS_DB}"

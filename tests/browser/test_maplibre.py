@@ -7,6 +7,11 @@ headless, WebGL on SwiftShader; the page draws our raster tiles and the vector t
 TileJSON, and on ``idle`` posts what it saw back to its own server: the map's errors, the URLs
 it asked for, the canvas's pixels and the features rendered. Chromium is a plain subprocess:
 no driver, no extra Python package; the page tells us when it is done.
+
+Private layers as a user adds them (issue 24): the page is given only the two TileJSON URLs
+with ``?api_key=<key>`` of a reader key limited to the two layers, no layer public, no
+``transformRequest``; MapLibre reads each TileJSON and asks the tiles it lists. The API records
+what it was asked and answered, so the tests see every tile URL as sent.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,10 +36,12 @@ import httpx
 import numpy as np
 import pytest
 import redis
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.app import create_app
 from shared.settings import Settings
-from tests.checks import ADMIN_KEY
-from tests.conftest import served
+from tests.checks import ADMIN_KEY, AUTH
+from tests.conftest import served, served_app
 from tests.layers import configure, decode
 
 HERE = Path(__file__).resolve().parent
@@ -156,13 +163,65 @@ def api_without_cors(settings: Settings, world: str, vector_tables: str) -> Iter
         yield base
 
 
-def open_page(pages: Pages, api: str, layer: str, api_key: str | None = None) -> dict[str, Any]:
-    """Open the page in headless Chromium against ``api``; the result it posts back."""
+class Recorded:
+    """An app that records each request it answers: method, path with query, status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.answered: list[tuple[str, str, int]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        query = scope["query_string"].decode()
+        url = scope["path"] + (f"?{query}" if query else "")
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.answered.append((scope["method"], url, message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+@pytest.fixture(scope="module")
+def private(settings: Settings, world: str, vector_tables: str) -> Iterator[tuple[str, Recorded]]:
+    """The API with no public layer, on a real server, recording what it answers."""
+    private_settings = settings.model_copy(update={"public_layers": ""})
+    assert private_settings.auth.public_layers == ()
+    recorded = Recorded(create_app(private_settings))
+    with served_app(recorded, "/api-user/health") as base:
+        yield base, recorded
+
+
+@pytest.fixture(scope="module")
+def reader_key(private: tuple[str, Recorded], world: str) -> str:
+    """A new reader key limited to the world raster and the countries."""
+    body = {"name": "maplibre", "role": "reader", "layers": [world, VECTOR]}
+    r = httpx.post(f"{private[0]}/api-user/api-keys", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    key: str = r.json()["key"]
+    return key
+
+
+def open_page(
+    pages: Pages,
+    api: str,
+    layer: str,
+    api_key: str | None = None,
+    tilejson: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Open the page in headless Chromium against ``api``; the result it posts back.
+
+    ``tilejson``: the page's ``rasterjson`` and ``vectorjson``, the TileJSON URLs it draws from.
+    """
     assert CHROMIUM is not None
     run = uuid4().hex
     query = {"api": api, "raster": layer, "vector": VECTOR, "z": Z, "x": X, "y": Y, "run": run}
     if api_key is not None:
         query["key"] = api_key
+    query.update(tilejson or {})
     url = f"{pages.base}/map.html?{urlencode(query)}"
     with (
         tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile,
@@ -235,13 +294,18 @@ def test_maplibre_on_another_origin_draws_our_tiles(pages: Pages, api: str, worl
     assert any(url.startswith(f"{api}/api-user/vtile/{VECTOR}/") for url in asked)
     assert all(url.endswith(key) for url in asked)  # transformRequest added the key to each
 
+    png = httpx.get(f"{api}/api-user/rtile/{world}/en/{Z}/{X}/{Y}.png", params=key[1:]).content
+    assert_drawn(result, np.moveaxis(decode(png), 0, -1)[..., :3].astype(int))
+
+
+def assert_drawn(result: dict[str, Any], tile: np.ndarray) -> None:
+    """The page drew the raster's pixels ``tile`` (rows, columns, RGB: our z/x/y tile's) and
+    the countries over them."""
     # the raster: every pixel drawn; where no country covers it, our tile's very pixels
     pixels = canvas(result)
     assert pixels.shape == (256, 256, 4)
     assert (pixels[..., 3] == 255).all(), "parts of the map are not drawn"
     filled = (np.abs(pixels[..., :3].astype(int) - FILL) <= 2).all(axis=-1)
-    png = httpx.get(f"{api}/api-user/rtile/{world}/en/{Z}/{X}/{Y}.png", params=key[1:]).content
-    tile = np.moveaxis(decode(png), 0, -1)[..., :3].astype(int)
     same = (np.abs(pixels[..., :3].astype(int) - tile) <= 3).all(axis=-1)
     assert 0.2 < filled.mean() < 0.95, f"{filled.mean():.0%} of the map is the countries' fill"
     assert same[~filled].mean() > 0.98, "the map's raster pixels are not our tile's"
@@ -268,4 +332,66 @@ def test_without_cors_the_same_page_fails(pages: Pages, api_without_cors: str, w
     assert {error["source"] for error in result["errors"]} == {"countries", "raster"}
     assert any(f"/api-user/rtile/{world}/en/{Z}/{X}/{Y}.png" in url for url in failed)
     assert (canvas(result)[..., 3] == 0).all(), "something was drawn without CORS"
+    assert result["rendered"] == []
+
+
+def tilejsons(api: str, world: str, api_key: str | None) -> dict[str, str]:
+    """The page's two TileJSON URLs, with ``api_key`` if one is given."""
+    key = f"api_key={api_key}" if api_key else ""
+    return {
+        "rasterjson": f"{api}/api-user/rtile/{world}/tilejson.json?lang=en" + (key and f"&{key}"),
+        "vectorjson": f"{api}/api-user/gis-datasource/{VECTOR}" + (key and f"?{key}"),
+    }
+
+
+def test_private_layers_drawn_from_their_tilejson_with_a_key(
+    pages: Pages, private: tuple[str, Recorded], world: str, reader_key: str
+) -> None:
+    """A user pastes the TileJSON URLs with ``?api_key=``: the tiles they list carry it."""
+    api, recorded = private
+    key = f"api_key={reader_key}"
+    given = tilejsons(api, world, reader_key)
+    recorded.answered.clear()
+    result = open_page(pages, api, world, tilejson=given)
+    assert result.get("exception") is None, result["exception"]
+    assert result["errors"] == []
+    assert result["reason"] == "idle"
+    assert result["requests"] == []  # no transformRequest: MapLibre asked what the TileJSON said
+
+    answered = {url: status for _, url, status in recorded.answered}
+    prefix = f"/api-user/rtile/{world}/tilejson.json"
+    assert answered[given["rasterjson"].removeprefix(api)] == 200
+    assert answered[given["vectorjson"].removeprefix(api)] == 200
+    # the world raster's own zoom is Z - 1, the TileJSON's maxzoom: MapLibre enlarges that tile
+    assert httpx.get(given["rasterjson"]).json()["maxzoom"] == Z - 1
+    raster_tile = f"/api-user/rtile/{world}/en/{Z - 1}/{X // 2}/{Y // 2}.png?{key}"
+    assert answered.get(raster_tile) == 200, "\n".join(answered)
+    vtiles = [url for url in answered if url.startswith(f"/api-user/vtile/{VECTOR}/")]
+    assert vtiles
+    tiles = [url for url in answered if not url.startswith((prefix, "/api-user/gis-datasource/"))]
+    assert set(tiles) >= {raster_tile, *vtiles}
+    assert all(urlsplit(url).query.endswith(key) for url in tiles), tiles  # each carried the key
+    assert all(status == 200 for status in answered.values()), answered  # no 401, none failed
+
+    # our z/x/y is a quarter of that tile, each of its pixels drawn as 2 × 2 (nearest)
+    parent = np.moveaxis(decode(httpx.get(f"{api}{raster_tile}").content), 0, -1)
+    quarter = parent[(Y % 2) * 128 :, (X % 2) * 128 :][:128, :128, :3].astype(int)
+    assert_drawn(result, quarter.repeat(2, axis=0).repeat(2, axis=1))
+
+
+def test_private_tilejson_without_a_key_draws_nothing(
+    pages: Pages, private: tuple[str, Recorded], world: str
+) -> None:
+    """The control: the same page, the TileJSON URLs without the key: 401, nothing drawn."""
+    api, recorded = private
+    given = tilejsons(api, world, None)
+    recorded.answered.clear()
+    result = open_page(pages, api, world, tilejson=given)
+    assert result.get("exception") is None, result["exception"]
+    failed = {error["url"]: error for error in result["errors"]}
+    assert {failed[url]["status"] for url in given.values()} == {401}
+    assert {failed[url]["source"] for url in given.values()} == {"raster", "countries"}
+    answered = {url: status for _, url, status in recorded.answered}
+    assert answered == {url.removeprefix(api): 401 for url in given.values()}  # no tile asked
+    assert (canvas(result)[..., 3] == 0).all(), "something was drawn without the key"
     assert result["rendered"] == []

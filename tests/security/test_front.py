@@ -5,10 +5,11 @@ layer that is not public in several hundred spellings: request-line encodings of
 the query, duplicate and empty parameters, ``#`` and ``?`` in odd places, both mounts, every
 format, ``@2x``, with and without a language, header spellings and case, ``Authorization``
 and ``api_key`` together, keys that are wrong, expired, revoked or of another layer, the admin
-key. No answer is a tile without a credential valid for that layer; every refusal is the JSON
-error shape with ``X-Request-ID``; each valid spelling gets the tile's bytes. Then: the
-spellings of one key share one tiles budget, the front's own refusals are JSON, its workers do
-not run as root and it writes no secret to its logs.
+key — on ``rtile``'s URLs and on OGC API – Tiles' (the same file). No answer is a tile without
+a credential valid for that layer; every refusal is the JSON error shape with ``X-Request-ID``;
+each valid spelling gets the tile's bytes. Then: the spellings of one key share one tiles
+budget whatever the URL, a private vector tile is never kept for anonymous callers, the front's
+own refusals are JSON, its workers do not run as root and it writes no secret to its logs.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ SUFFIXES = {".png": "110.png", "@2x.png": "110@2x.png", ".webp": "110.webp", ".j
 URL_SUFFIXES = {**{s: s for s in SUFFIXES}, ".jpeg": ".jpg"}
 MOUNTS = ("/api-user", "/api/v1")
 LANGS = ("en/", "")  # the form without a language is the default language's file
+#: the URLs of the tile: rtile's, OGC API – Tiles' (no language: the default one's file; no
+#: @2x); what comes just before the layer in each
+FAMILIES = {"rtile": "/rtile/", "ogc": "/collections/"}
 #: the magic numbers of the tile formats: a refusal must carry none of them
 IMAGE_MAGIC = (b"\x89PNG", b"RIFF", b"\xff\xd8\xff")
 
@@ -231,47 +235,58 @@ def _accepted(keys: Keys) -> list[tuple[str, str, tuple[Header, ...]]]:
     ]
 
 
-def _paths() -> list[tuple[str, str]]:
-    """Every URL of the tile: (path, URL suffix)."""
+def _paths(family: str) -> list[tuple[str, str]]:
+    """Every URL of the tile in ``family``: (path, URL suffix)."""
+    if family == "ogc":
+        return [
+            (
+                f"{mount}/ogc/collections/{MOSAIC_ID}/tiles/WebMercatorQuad/{Z}/{Y}/{X}{suffix}",
+                suffix,
+            )
+            for mount, suffix in itertools.product(MOUNTS, URL_SUFFIXES)
+            if "@" not in suffix
+        ]
     return [
         (f"{mount}/rtile/{MOSAIC_ID}/{lang}{Z}/{X}/{Y}{suffix}", suffix)
         for mount, lang, suffix in itertools.product(MOUNTS, LANGS, URL_SUFFIXES)
     ]
 
 
-def _encode_char(path: str, char: str) -> str:
-    """``path`` with the first ``char`` after the mount %-encoded."""
-    cut = path.index("/rtile/") + len("/rtile/")
+def _encode_char(path: str, before: str, char: str) -> str:
+    """``path`` with the first ``char`` after ``before`` %-encoded."""
+    cut = path.index(before) + len(before)
     head, tail = path[:cut], path[cut:]
     return head + tail.replace(char, f"%{ord(char):02x}", 1)
 
 
-#: ways of writing a path that nginx normalises to the same file
-PATH_SPELLINGS: dict[str, Callable[[str], str]] = {
-    "as is": lambda p: p,
-    "the style's first character %-encoded": lambda p: _encode_char(p, MOSAIC_ID[0]),
-    "the dot of the extension %-encoded": lambda p: _encode_char(p, "."),
-    "a slash %-encoded": lambda p: p.replace(f"{MOSAIC_ID}/", f"{MOSAIC_ID}%2F", 1),
-    "a double slash": lambda p: p.replace("/rtile/", "//rtile//", 1),
-    "a dot segment": lambda p: p.replace("/rtile/", "/rtile/./", 1),
-    "a climb from a public layer": lambda p: p.replace("/rtile/", f"/rtile/{RGB_ID}/../", 1),
+#: ways of writing a path that nginx normalises to the same file: f(path, what comes just
+#: before the layer)
+PATH_SPELLINGS: dict[str, Callable[[str, str], str]] = {
+    "as is": lambda p, _: p,
+    "the style's first character %-encoded": lambda p, b: _encode_char(p, b, MOSAIC_ID[0]),
+    "the dot of the extension %-encoded": lambda p, b: _encode_char(p, b, "."),
+    "a slash %-encoded": lambda p, _: p.replace(f"{MOSAIC_ID}/", f"{MOSAIC_ID}%2F", 1),
+    "a double slash": lambda p, b: p.replace(b, f"/{b}/", 1),
+    "a dot segment": lambda p, b: p.replace(b, f"{b}./", 1),
+    "a climb from a public layer": lambda p, b: p.replace(b, f"{b}{RGB_ID}/../", 1),
+    "a climb after the layer": lambda p, _: p.replace(f"{MOSAIC_ID}/", f"{MOSAIC_ID}/x/%2e%2e/", 1),
 }
 
 
-def _spellings(keys: Keys) -> list[Spelling]:
-    """Every credential on several URLs of the tile (all of them together), and every way of
-    writing the path with no credential, the exploit and a valid key."""
-    paths = _paths()
+def _spellings(keys: Keys, family: str) -> list[Spelling]:
+    """Every credential on several URLs of the tile in ``family`` (all of them together), and
+    every way of writing the path with no credential, the exploit and a valid key."""
+    paths = _paths(family)
     found = []
     credentials = [(c, False) for c in _refused(keys)] + [(c, True) for c in _accepted(keys)]
     for i, ((name, query, headers), valid) in enumerate(credentials):
-        for path, suffix in paths[i % 4 :: 4]:  # five URLs each, every URL in turn
+        for path, suffix in paths[i % 4 :: 4]:  # a quarter of the URLs each, every URL in turn
             found.append(Spelling(f"{name}: {path}{query}", path + query, headers, valid, suffix))
     core = [c for c in credentials if c[0][0] in ("nothing", "the exploit: junk then #", "Bearer")]
     for (how, spell), ((name, query, headers), valid), (path, suffix) in itertools.product(
         PATH_SPELLINGS.items(), core, paths
     ):
-        target = spell(path) + query
+        target = spell(path, FAMILIES[family]) + query
         found.append(Spelling(f"{name}, {how}: {target}", target, headers, valid, suffix))
     return found
 
@@ -294,10 +309,11 @@ def _is_json_refusal(status: int, headers: Any, body: bytes) -> str:
     return "" if shaped else f"not the error shape: {body[:200]!r}"
 
 
+@pytest.mark.parametrize("family", FAMILIES)
 def test_no_spelling_reads_a_cached_private_tile_without_a_valid_credential(
-    guarded: Guarded,
+    guarded: Guarded, family: str
 ) -> None:
-    spellings = _spellings(guarded.keys)
+    spellings = _spellings(guarded.keys, family)
     assert len(spellings) > 300
     assert any(s.target.endswith("?api_key=x#") for s in spellings)  # the exploit of the issue
     wrong = []
@@ -370,6 +386,7 @@ def test_the_spellings_of_one_key_share_one_tiles_budget(
         )
         with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
             url = tile_url(MOSAIC_ID, Z, X, Y)
+            ogc = f"/api-user/ogc/collections/{MOSAIC_ID}/tiles/WebMercatorQuad/{Z}/{Y}/{X}.png"
             assert httpx.get(f"{api}{url}", headers=AUTH).status_code == 200  # cached
             key, again, other = (_key(api, [MOSAIC_ID])["key"] for _ in range(3))
             spellings: list[tuple[str, tuple[Header, ...]]] = [
@@ -379,9 +396,14 @@ def test_the_spellings_of_one_key_share_one_tiles_budget(
                 (f"?api_key={key}", ()),
                 ("", (("Authorization", key),)),
             ]
-            answers = [_send(base, url + query, headers) for query, headers in spellings * 2]
+            answers = [
+                _send(base, path + query, headers)
+                for path in (url, ogc)
+                for query, headers in spellings
+            ]
             statuses = [status for status, _, _ in answers]
-            # one caller: the budget's burst, then refusals; five budgets would refuse none
+            # one caller, whatever the URL: the budget's burst, then refusals; five budgets
+            # (or one per URL) would refuse none
             assert statuses.count(200) <= per_min + 1, statuses
             assert statuses.count(429) == len(statuses) - statuses.count(200), statuses
             status, headers, body = next(a for a in answers if a[0] == 429)
@@ -399,6 +421,62 @@ def test_the_spellings_of_one_key_share_one_tiles_budget(
             run = mine.work_dir / "run"
             logs = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
             assert not any(key.encode() in text for text in logs.values()), list(logs)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "/api-user/vtile/{layer}/1/0/0.pbf",
+        "/api/v1/ogc/collections/{layer}/tiles/WebMercatorQuad/1/0/0.mvt",
+    ],
+    ids=["vtile", "ogc"],
+)
+def test_no_spelling_gets_a_private_vector_tile_or_spoils_a_kept_public_one(
+    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str, template: str
+) -> None:
+    public, private = "public.countries", "public.test_points"
+    before = "/vtile/" if "/vtile/" in template else "/collections/"
+    with front_work(settings, rdb, raster_dir) as work:
+        mine = work.model_copy(
+            update={
+                "public_layers": f"{RGB_ID},{public}",
+                "port": free_port(),
+                "front_vtile_ttl_s": 60,
+            }
+        )
+        with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
+            kept, secret = template.format(layer=public), template.format(layer=private)
+            honest = _send(base, kept)  # kept by the front now
+            assert honest[0] == 200
+            _, _, tile = _send(base, secret, tuple(AUTH.items()))  # never kept
+            assert b"point 1" in tile
+            naming_the_private_layer = [
+                secret,
+                secret.replace(before, f"{before}{public}/../", 1),
+                secret.replace(before, f"{before}{public}/%2e%2e/", 1),
+                secret.replace(before, f"{before}{public}%2F..%2F", 1),
+                secret.replace(f"{private}/", f"{private}/x/../", 1),
+                _encode_char(secret, before, "p"),
+                _encode_char(secret, before, "."),
+            ]
+            landing_on_the_public_layer = [
+                kept.replace(before, f"{before}{private}/../", 1),
+                kept.replace(before, f"{before}{private}%2F%2e%2e%2F", 1),
+                kept.replace(f"{public}/", f"{public}/x/../", 1),
+            ]
+            wrong = []
+            for target in naming_the_private_layer * 2:  # a kept answer would come the second time
+                status, headers, body = _send(base, target)
+                if problem := _is_json_refusal(status, headers, body):
+                    wrong.append(f"{target}: {problem}")
+            for target in landing_on_the_public_layer * 2:
+                status, headers, body = _send(base, target)
+                if body == tile or (status == 200 and body != honest[2]):
+                    wrong.append(f"{target}: {status}, not the public layer's tile")
+            assert not wrong, "\n".join(wrong)
+            again = _send(base, kept)  # what the front kept is the public layer's tile still
+            assert (again[0], again[2]) == (200, honest[2])
+            assert again[1]["x-cache"] == "HIT"
 
 
 def _raw(base: str, request: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -4,6 +4,10 @@
 //   vector  a PostGIS layer: its TileJSON /api-user/gis-datasource/<vector>, drawn as a fill
 //   z x y   the map shows exactly this raster tile, pixel for pixel (a 256 px map)
 //   key     optional: an `api_key` query parameter added to every request to the API
+//   rasterjson, vectorjson
+//           optional, instead of the above: the two layers' TileJSON URLs, as a user pastes
+//           them (a key in them or not); MapLibre reads each itself (`url:`) and asks the tiles
+//           it lists, exactly as listed: no transformRequest, so `requests` stays empty
 //   run     an id the result is posted back with
 // On `idle` (or after a time limit) the page writes its result, as JSON, into #result and
 // posts it to its own origin's /result.
@@ -15,6 +19,7 @@ const LIMIT_MS = 15000;
 const q = new URLSearchParams(location.search);
 const api = q.get("api");
 const key = q.get("key");
+const [rasterJson, vectorJson] = [q.get("rasterjson"), q.get("vectorjson")];
 const [z, x, y] = ["z", "x", "y"].map((name) => Number(q.get(name)));
 const errors = [];
 const requests = [];
@@ -65,6 +70,26 @@ function finish(map, reason) {
   report({ reason, pixels: pixels(map), rendered, loaded: map.loaded() });
 }
 
+// the sources: tile templates and a key added by transformRequest, or the two TileJSONs alone
+const sources = rasterJson
+  ? {
+      raster: { type: "raster", url: rasterJson, tileSize: 256 },
+      countries: { type: "vector", url: vectorJson },
+    }
+  : {
+      raster: {
+        type: "raster",
+        tiles: [`${api}/api-user/rtile/${q.get("raster")}/en/{z}/{x}/{y}.png`],
+        tileSize: 256,
+      },
+      countries: { type: "vector", url: `${api}/api-user/gis-datasource/${q.get("vector")}` },
+    };
+function recorded(url) {
+  const sent = withKey(url);
+  requests.push(sent);
+  return { url: sent };
+}
+
 try {
   const map = new maplibregl.Map({
     container: "map",
@@ -75,21 +100,10 @@ try {
     attributionControl: false,
     interactive: false,
     canvasContextAttributes: { preserveDrawingBuffer: true, antialias: false },
-    transformRequest: (url) => {
-      const sent = withKey(url);
-      requests.push(sent);
-      return { url: sent };
-    },
+    transformRequest: rasterJson ? undefined : recorded,
     style: {
       version: 8,
-      sources: {
-        raster: {
-          type: "raster",
-          tiles: [`${api}/api-user/rtile/${q.get("raster")}/en/{z}/{x}/{y}.png`],
-          tileSize: 256,
-        },
-        countries: { type: "vector", url: `${api}/api-user/gis-datasource/${q.get("vector")}` },
-      },
+      sources,
       layers: [
         {
           id: "raster",

@@ -1,0 +1,277 @@
+"""OGC API – Tiles: a collection's tilesets, its WebMercatorQuad tileset, and its tiles.
+
+A tile is ``…/tiles/WebMercatorQuad/{tileMatrix}/{tileRow}/{tileCol}`` (zoom, row, column:
+OGC's z/y/x), its format the extension (``.png``, ``.webp``, ``.jpg``/``.jpeg`` for a raster
+collection, ``.mvt`` for a vector one) or ``f``. Tiles are answered by the very code of
+``rtile`` and ``vtile`` (:func:`api.routes.tiles.tile_image`,
+:func:`api.routes.vector.vector_tile_answer`): the same cache, file, ``ETag`` and rules; the
+nginx front serves them from disk as it serves ``rtile`` (``api.front``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.access import Rule
+from api.endpoint import Endpoint
+from api.fields import Lang, Query
+from api.links import keyed_url, route_path
+from api.openapi.models import Schema
+from api.routes.ogc import (
+    CRS84,
+    JSON,
+    JSON_PAGE,
+    TMS_CRS,
+    TMS_ID,
+    Collection,
+    CollectionQuery,
+    collection_id,
+    collection_of,
+    document,
+    tms_id,
+    tms_link,
+)
+from api.routes.tiles import tile_image
+from api.routes.vector import MVT, vector_tile_answer
+from api.services import services
+from shared.errors import InvalidInputError
+from shared.tiles.formats import TileFormat, TileVariant
+from shared.tiles.grid import MAX_ZOOM, TMS, parse_tile
+from shared.vector.query import LayerQuery
+
+__all__ = ["ENDPOINTS"]
+
+_SIDE = 2**MAX_ZOOM - 1
+#: the limits of Web Mercator's latitudes, where the grid ends
+_MAX_LAT = 85.0511287798
+_REL = "http://www.opengis.net/def/rel/ogc/1.0/"
+#: a raster collection's tile formats: (extension, media type); PNG first, the default
+_IMAGES = (("png", "image/png"), ("webp", "image/webp"), ("jpg", "image/jpeg"))
+_Format = Literal["png", "webp", "jpg", "jpeg", "mvt"]
+_FORMATS = (
+    "`png` (default), `webp`, `jpg` or `jpeg` for a raster collection; `mvt` for a vector one"
+)
+
+
+class TilesetQuery(CollectionQuery):
+    """A collection's tileset in a tile matrix set."""
+
+    tileMatrixSetId: str = Field(  # noqa: N815 - OGC's name
+        min_length=1,
+        max_length=100,
+        description=f"Tile matrix set id (`{TMS_ID}`)",
+        examples=[TMS_ID],
+    )
+
+
+class OgcTileQuery(Query):
+    """A tile of a collection: zoom, row, column (OGC's z/y/x)."""
+
+    collectionId: str = collection_id()  # noqa: N815 - OGC's name
+    tileMatrixSetId: str = Field(  # noqa: N815 - OGC's name
+        min_length=1, max_length=100, description=f"`{TMS_ID}`", examples=[TMS_ID]
+    )
+    tileMatrix: int = Field(ge=0, le=MAX_ZOOM, description="Zoom", examples=[8])  # noqa: N815
+    tileRow: int = Field(ge=0, le=_SIDE, description="Row, 0..2^z-1", examples=[110])  # noqa: N815
+    tileCol: int = Field(ge=0, le=_SIDE, description="Column, 0..2^z-1", examples=[72])  # noqa: N815
+    lang: Lang = Field("", description="Label language of a raster tile (a configured tag)")
+
+
+class OgcTileFQuery(OgcTileQuery):
+    """A tile whose format is ``f``."""
+
+    f: _Format | None = Field(None, description=f"The tile's format: {_FORMATS}")
+
+    @property
+    def asked(self) -> tuple[str | None, str]:
+        """The format asked, and the parameter that asked it."""
+        return self.f, "f"
+
+
+class OgcTileFormatQuery(OgcTileQuery):
+    """A tile whose format is its extension."""
+
+    format: _Format = Field(description=f"The tile's format: {_FORMATS}", examples=["png"])
+
+    @property
+    def asked(self) -> tuple[str | None, str]:
+        """The format asked, and the parameter that asked it."""
+        return self.format, "format"
+
+
+def _limits(collection: Collection) -> list[dict[str, Any]]:
+    """The tiles of each zoom of ``collection`` that hold its bounds (``tileMatrixSetLimits``)."""
+    w, s, e, n = collection.bounds
+    w, e = max(w, -180.0), min(e, 180.0)
+    s, n = max(s, -_MAX_LAT), min(n, _MAX_LAT)
+    limits = []
+    for z in range(collection.minzoom, collection.maxzoom + 1):
+        first, last, side = TMS.tile(w, n, z), TMS.tile(e, s, z), 2**z - 1
+        limits.append(
+            {
+                "tileMatrix": str(z),
+                "minTileRow": max(0, first.y),
+                "maxTileRow": min(side, last.y),
+                "minTileCol": max(0, first.x),
+                "maxTileCol": min(side, last.x),
+            }
+        )
+    return limits
+
+
+def _tile_links(request: Request, collection: Collection) -> list[dict[str, Any]]:
+    """The templated links (``rel: item``) to the collection's tiles, one per format."""
+    formats = (("mvt", MVT),) if collection.vector else _IMAGES
+    braces = {name: f"{{{name}}}" for name in ("tileMatrix", "tileRow", "tileCol")}
+    links = []
+    for extension, media in formats:
+        path = route_path(
+            request,
+            "get_ogc_tile_format",
+            collectionId=collection.id,
+            tileMatrixSetId=TMS_ID,
+            format=extension,
+            **braces,
+        )
+        links.append(
+            {
+                "rel": "item",
+                "type": media,
+                "title": f"A tile ({extension})",
+                "href": keyed_url(request, path),
+                "templated": True,
+            }
+        )
+    return links
+
+
+def _tileset_link(request: Request, collection: Collection, rel: str) -> dict[str, Any]:
+    path = route_path(
+        request, "get_ogc_tileset", collectionId=collection.id, tileMatrixSetId=TMS_ID
+    )
+    return {
+        "rel": rel,
+        "type": JSON,
+        "title": f"Tiles in {TMS_ID}",
+        "href": keyed_url(request, path),
+    }
+
+
+def _tileset_summary(request: Request, collection: Collection) -> dict[str, Any]:
+    """What a tileset and the list of tilesets say of it."""
+    return {
+        "title": f"{collection.title} ({TMS_ID})",
+        "dataType": collection.data_type,
+        "crs": TMS_CRS,
+        "tileMatrixSetURI": TMS.uri,
+        "links": [_tileset_link(request, collection, "self"), tms_link(request)],
+    }
+
+
+async def list_ogc_tilesets(request: Request, query: CollectionQuery) -> Response:
+    """A collection's tilesets: one, in WebMercatorQuad."""
+    collection = await collection_of(request, query.collectionId)
+    path = route_path(request, "list_ogc_tilesets", collectionId=collection.id)
+    self_link = {"rel": "self", "type": JSON, "title": "This document"}
+    doc = {
+        "links": [{**self_link, "href": keyed_url(request, path)}],
+        "tilesets": [_tileset_summary(request, collection)],
+    }
+    return document(request, query, f"Tilesets of {collection.title}", doc)
+
+
+async def get_ogc_tileset(request: Request, query: TilesetQuery) -> Response:
+    """A collection's tileset in WebMercatorQuad: its zooms, bounds and tile URL templates."""
+    tms_id(query.tileMatrixSetId)
+    collection = await collection_of(request, query.collectionId)
+    summary = _tileset_summary(request, collection)
+    w, s, e, n = collection.bounds
+    doc = {
+        **summary,
+        "tileMatrixSetLimits": _limits(collection),
+        "boundingBox": {"lowerLeft": [w, s], "upperRight": [e, n], "crs": CRS84},
+        "links": [*summary["links"], *_tile_links(request, collection)],
+    }
+    return document(request, query, summary["title"], doc)
+
+
+async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQuery) -> Response:
+    """A tile of a collection: an image of a raster collection, an MVT of a vector one.
+
+    Row and column past the zoom's last are ``404`` (no such tile); the tile is the one
+    ``rtile``/``vtile`` answer, from the same cache.
+    """
+    tms_id(query.tileMatrixSetId)
+    given, named = query.asked
+    tile = parse_tile(query.tileMatrix, query.tileCol, query.tileRow)
+    collection = await collection_of(request, query.collectionId)
+    if collection.vector:
+        if given not in (None, "mvt"):
+            raise InvalidInputError(
+                "a vector collection's tiles are mvt", parameter=named, value=given
+            )
+        svc = services(request)
+        layer = await svc.vector.layer(svc.db, collection.id)
+        return await vector_tile_answer(request, layer, LayerQuery(), tile, refresh=False)
+    if given == "mvt":
+        raise InvalidInputError(
+            "a raster collection's tiles are png, webp, jpg or jpeg", parameter=named, value=given
+        )
+    variant = TileVariant(TileFormat.from_extension(given or "png"), 1)
+    return await tile_image(request, collection.id, query.lang, tile, variant)
+
+
+_TILE_OK: dict[str, Schema] = {
+    "200": {
+        "description": "The tile: an image (raster collection) or an MVT (vector collection)",
+        "content": {
+            **{media: {"schema": {"type": "string", "format": "binary"}} for _, media in _IMAGES},
+            MVT: {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    "204": {"description": "No feature falls in the tile (vector collection)"},
+    "304": {"description": "Not modified (`If-None-Match` matched the `ETag`)"},
+}
+#: the rule of a collection's routes: readers of the layer (public ones: anyone)
+_READ = Rule("reader", layers=("collectionId",), public=True)
+_endpoint = functools.partial(Endpoint, "GET", tag="ogc", rule=_READ, errors=(404,))
+_TILE = "/ogc/collections/{collectionId}/tiles/{tileMatrixSetId}/{tileMatrix}/{tileRow}/{tileCol}"
+
+#: the extension form first: the other would take ``72.png`` for a column
+ENDPOINTS = [
+    _endpoint(
+        "/ogc/collections/{collectionId}/tiles",
+        list_ogc_tilesets,
+        budget="data",
+        query=CollectionQuery,
+        answer=JSON_PAGE,
+    ),
+    _endpoint(
+        "/ogc/collections/{collectionId}/tiles/{tileMatrixSetId}",
+        get_ogc_tileset,
+        budget="data",
+        query=TilesetQuery,
+        answer=JSON_PAGE,
+    ),
+    _endpoint(
+        _TILE + ".{format}",
+        get_ogc_tile,
+        budget="tiles",
+        query=OgcTileFormatQuery,
+        answer=_TILE_OK,
+        name="get_ogc_tile_format",
+        summary="A tile of a collection, its format the extension",
+    ),
+    _endpoint(
+        _TILE,
+        get_ogc_tile,
+        budget="tiles",
+        query=OgcTileFQuery,
+        answer=_TILE_OK,
+    ),
+]

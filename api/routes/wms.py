@@ -1,0 +1,278 @@
+"""WMS 1.3.0 (OGC 06-042) for the raster layers: ``GetCapabilities`` and ``GetMap``.
+
+A map is the BBOX render of ``rtile`` (``api.routes.tiles.render_box``: its size limits, its
+renderer) of one layer, in ``EPSG:3857``, ``EPSG:4326`` (its BBOX in latitude, longitude order,
+as 1.3.0 says) or ``CRS:84`` (longitude, latitude), as PNG, JPEG or WebP. ``TRANSPARENT=FALSE``
+(the default) draws the map over ``BGCOLOR`` (white): no alpha. KVP names are case-insensitive
+and errors are ``ServiceExceptionReport`` XML (:mod:`api.ows`).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Annotated, Literal
+from xml.etree import ElementTree as ET
+
+import numpy as np
+from pydantic import Field
+from rasterio.errors import NotGeoreferencedWarning
+from rasterio.io import MemoryFile
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.access import Rule
+from api.endpoint import Endpoint
+from api.fields import AtMost, Box, Flag, Query
+from api.layers import raster_layers
+from api.links import keyed_url, route_path
+from api.ows import (
+    WMS_NS,
+    XLINK_NS,
+    KvpMiddleware,
+    layer_info,
+    needed,
+    ogc_error,
+    xml_response,
+)
+from api.routes.tiles import image_response, render_box
+from api.services import services
+from shared.params import parse_bbox
+from shared.settings import TileSettings
+from shared.tiles.encoding import gdal_encode
+from shared.tiles.formats import TileFormat, TileVariant
+from shared.tiles.grid import TMS, RenderArea
+from shared.tiles.store import etag_of
+from shared.tiles.styles import StyleInfo
+
+__all__ = ["ENDPOINTS"]
+
+VERSION = "1.3.0"
+#: the CRSs of a map, and the CRS its BBOX is rendered in once in longitude, latitude order
+_CRSS = {"EPSG:3857": "EPSG:3857", "EPSG:4326": "EPSG:4326", "CRS:84": "EPSG:4326"}
+_FORMATS = {f.media_type: f for f in TileFormat}
+_MediaType = Literal["image/png", "image/webp", "image/jpeg"]
+_WHITE = "0xFFFFFF"
+#: Web Mercator's latitude limit
+_MAX_LAT = 85.0511287798066
+
+
+class WmsQuery(Query):
+    """A KVP request: ``GetCapabilities``, or ``GetMap`` with its layer, box, size and format."""
+
+    SERVICE: Literal["WMS"] | None = Field(None, description="`WMS`")
+    REQUEST: Literal["GetCapabilities", "GetMap"] | None = Field(
+        None, description="The operation (required)"
+    )
+    VERSION: str | None = Field(
+        None, max_length=16, description="`1.3.0` (GetCapabilities: any, answered in 1.3.0)"
+    )
+    LAYERS: str | None = Field(
+        None,
+        max_length=2000,
+        pattern=r"^[A-Za-z0-9_,-]+$",
+        description="GetMap: the layer (a raster layer's id; one)",
+    )
+    STYLES: str | None = Field(None, max_length=2000, description="GetMap: empty or `default`")
+    CRS: str | None = Field(None, max_length=32, description="GetMap: " + ", ".join(_CRSS))
+    BBOX: Box | None = Field(
+        None,
+        description="GetMap: minx,miny,maxx,maxy in the CRS's axis order (EPSG:4326:"
+        " minlat,minlon,maxlat,maxlon)",
+    )
+    WIDTH: Annotated[int | None, AtMost("tiles.max_size")] = Field(
+        None, ge=1, description="GetMap: the width in pixels"
+    )
+    HEIGHT: Annotated[int | None, AtMost("tiles.max_size")] = Field(
+        None, ge=1, description="GetMap: the height in pixels"
+    )
+    FORMAT: _MediaType | None = Field(None, description="GetMap: the image format")
+    TRANSPARENT: Flag = Field(False, description="GetMap: `TRUE`: transparent outside the data")
+    BGCOLOR: str = Field(
+        _WHITE, pattern=r"^0[xX][0-9A-Fa-f]{6}$", description="GetMap: the background, 0xRRGGBB"
+    )
+
+
+def _wms(parent: ET.Element, tag: str, text: str | None = None) -> ET.Element:
+    element = ET.SubElement(parent, f"{{{WMS_NS}}}{tag}")
+    element.text = text
+    return element
+
+
+def _online(parent: ET.Element, href: str) -> None:
+    _wms(parent, "OnlineResource").attrib.update(
+        {f"{{{XLINK_NS}}}type": "simple", f"{{{XLINK_NS}}}href": href}
+    )
+
+
+def _geographic_box(parent: ET.Element, footprint: list[float]) -> None:
+    w, s, e, n = footprint
+    box = _wms(parent, "EX_GeographicBoundingBox")
+    for tag, value in (
+        ("westBoundLongitude", w),
+        ("eastBoundLongitude", e),
+        ("southBoundLatitude", s),
+        ("northBoundLatitude", n),
+    ):
+        _wms(box, tag, repr(value))
+
+
+def _bounding_boxes(parent: ET.Element, footprint: list[float]) -> None:
+    """The layer's box in each CRS, in the CRS's axis order (EPSG:4326: latitude first)."""
+    w, s, e, n = footprint
+    x0, y0 = TMS.xy(w, max(s, -_MAX_LAT))
+    x1, y1 = TMS.xy(e, min(n, _MAX_LAT))
+    for crs, box in (
+        ("CRS:84", (w, s, e, n)),
+        ("EPSG:4326", (s, w, n, e)),
+        ("EPSG:3857", (x0, y0, x1, y1)),
+    ):
+        corners = dict(zip(("minx", "miny", "maxx", "maxy"), map(repr, box), strict=True))
+        _wms(parent, "BoundingBox").attrib.update({"CRS": crs, **corners})
+
+
+def _layer(parent: ET.Element, info: StyleInfo) -> None:
+    layer = _wms(parent, "Layer")
+    layer.attrib.update({"queryable": "0", "opaque": "0"})
+    _wms(layer, "Name", info.style)
+    _wms(layer, "Title", info.title)
+    _geographic_box(layer, info.footprint)
+    _bounding_boxes(layer, info.footprint)
+    style = _wms(layer, "Style")
+    _wms(style, "Name", "default")
+    _wms(style, "Title", "default")
+
+
+def _capabilities(request: Request) -> Response:
+    """The capabilities document: every raster layer the caller may see."""
+    tiles = services(request).settings.tiles
+    href = keyed_url(request, route_path(request, "get_wms"))
+    root = ET.Element(f"{{{WMS_NS}}}WMS_Capabilities", {"version": VERSION})
+    service = _wms(root, "Service")
+    _wms(service, "Name", "WMS")
+    _wms(service, "Title", "mapsvc")
+    _online(service, href)
+    _wms(service, "LayerLimit", "1")
+    _wms(service, "MaxWidth", str(tiles.max_size))
+    _wms(service, "MaxHeight", str(tiles.max_size))
+    capability = _wms(root, "Capability")
+    operations = _wms(capability, "Request")
+    for name, formats in (
+        ("GetCapabilities", ["text/xml"]),
+        ("GetMap", [f.media_type for f in TileFormat]),
+    ):
+        operation = _wms(operations, name)
+        for media_type in formats:
+            _wms(operation, "Format", media_type)
+        _online(_wms(_wms(_wms(operation, "DCPType"), "HTTP"), "Get"), href)
+    _wms(_wms(capability, "Exception"), "Format", "XML")
+    top = _wms(capability, "Layer")
+    _wms(top, "Title", "mapsvc")
+    for crs in _CRSS:
+        _wms(top, "CRS", crs)
+    layers = raster_layers(request)
+    footprints = [info.footprint for info in layers] or [[-180.0, -_MAX_LAT, 180.0, _MAX_LAT]]
+    west, south = min(f[0] for f in footprints), min(f[1] for f in footprints)
+    east, north = max(f[2] for f in footprints), max(f[3] for f in footprints)
+    _geographic_box(top, [west, south, east, north])
+    for info in layers:
+        _layer(top, info)
+    return xml_response(root, "text/xml")
+
+
+def _over(image: bytes, background: str, tile_format: TileFormat, tiles: TileSettings) -> bytes:
+    """A PNG render drawn over the colour ``background`` (``0xRRGGBB``), encoded in
+    ``tile_format`` as the tiles are (``MAPSVC_JPEG_QUALITY``, ``MAPSVC_WEBP_*``): no alpha."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # an image, not a raster
+        with MemoryFile(image) as mem, mem.open() as ds:
+            pixels = ds.read().astype(np.float32)
+    colour = np.array([int(background[i : i + 2], 16) for i in (2, 4, 6)], np.float32)
+    alpha = pixels[3:4] / 255 if len(pixels) == 4 else np.ones_like(pixels[:1])
+    rgb = pixels[:3] * alpha + colour[:, np.newaxis, np.newaxis] * (1 - alpha)
+    opaque = np.rint(rgb).astype(np.uint8)
+    if tile_format is TileFormat.PNG:
+        return gdal_encode("PNG", opaque, ZLEVEL=1)
+    if tile_format is TileFormat.JPEG:
+        return gdal_encode("JPEG", opaque, QUALITY=tiles.jpeg_quality)
+    if tiles.webp_lossless:
+        return gdal_encode("WEBP", opaque, LOSSLESS="TRUE")
+    return gdal_encode("WEBP", opaque, QUALITY=tiles.webp_quality)
+
+
+async def _get_map(request: Request, query: WmsQuery) -> Response:
+    """A map of one layer (the BBOX render of ``rtile``)."""
+    if query.VERSION not in (None, VERSION):
+        raise ogc_error(f"GetMap is WMS {VERSION}", "InvalidParameterValue", "VERSION")
+    layers = needed(query.LAYERS, "LAYERS").split(",")
+    if len(layers) != 1:
+        raise ogc_error(
+            "a map draws one layer: LAYERS names one", "InvalidParameterValue", "LAYERS"
+        )
+    if any(style not in ("", "default") for style in (query.STYLES or "").split(",")):
+        raise ogc_error("the one style is default", "StyleNotDefined", "STYLES")
+    crs = needed(query.CRS, "CRS").upper()
+    if crs not in _CRSS:
+        raise ogc_error(f"CRS must be one of {', '.join(_CRSS)}", "InvalidCRS", "CRS")
+    x0, y0, x1, y1 = (float(v) for v in needed(query.BBOX, "BBOX").split(","))
+    if crs == "EPSG:4326":  # latitude first
+        x0, y0, x1, y1 = y0, x0, y1, x1
+    bbox = parse_bbox(f"{x0},{y0},{x1},{y1}", "BBOX", _CRSS[crs])
+    size = (needed(query.WIDTH, "WIDTH"), needed(query.HEIGHT, "HEIGHT"))
+    tile_format = _FORMATS[needed(query.FORMAT, "FORMAT")]
+    style = layer_info(request, layers[0], "LAYERS").style
+    tiles = services(request).settings.tiles
+    area = RenderArea(bbox, *size, srs=_CRSS[crs].lower())
+    lang = services(request).settings.default_lang
+    names = ("WIDTH", "HEIGHT")
+    background = query.BGCOLOR.upper().replace("0X", "0x")
+    if (tile_format.has_alpha and not query.TRANSPARENT) or (
+        not tile_format.has_alpha and background != _WHITE
+    ):
+        png = await render_box(request, style, lang, area, TileVariant(TileFormat.PNG), names)
+        data = await run_in_threadpool(_over, png, background, tile_format, tiles)
+    else:
+        data = await render_box(request, style, lang, area, TileVariant(tile_format), names)
+    return image_response(request, data, tile_format, "MISS", tiles.max_age_s, etag_of(data))
+
+
+async def get_wms(request: Request, query: WmsQuery) -> Response:
+    """WMS 1.3.0 in KVP: ``GetCapabilities`` and ``GetMap``.
+
+    ``GetCapabilities`` (any ``VERSION``: answered in 1.3.0) lists every raster layer the
+    caller may see (anonymous callers: the public ones), its URLs carrying ``api_key`` when the
+    request did. ``GetMap`` draws one layer in ``EPSG:3857``, ``EPSG:4326`` or ``CRS:84`` within
+    the BBOX render's limits. Parameter names in any case; errors as ``ServiceExceptionReport``.
+    """
+    if needed(query.REQUEST, "REQUEST") == "GetCapabilities":
+        return _capabilities(request)
+    return await _get_map(request, query)
+
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_endpoint = functools.partial(
+    Endpoint, "GET", tag="ows", middleware=(Middleware(KvpMiddleware, service="WMS"),)
+)
+
+ENDPOINTS = [
+    _endpoint(
+        "/wms",
+        get_wms,
+        rule=Rule(None, layers=("LAYERS",), public=True),
+        budget="tiles",
+        query=WmsQuery,
+        answer={
+            "200": {
+                "description": "The capabilities, or the map",
+                "content": {
+                    "text/xml": {"schema": {"type": "string"}},
+                    **{f.media_type: _BINARY for f in TileFormat},
+                },
+            },
+            "304": {"description": "Not modified (`If-None-Match` matched the `ETag`)"},
+        },
+        errors=(400, 404),
+    ),
+]
