@@ -72,6 +72,8 @@ class Endpoint:
         answer: what it answers: a model (``200`` with that JSON), or response objects by
             status.
         errors: the error statuses it documents beyond those of its rule and budget.
+        error_media: the media type of its error answers (OGC services answer XML, through
+            their ``middleware``).
         job: the job it starts (its answer is then the job's result, or ``202`` with it).
         tag: its group in the document.
         name: its route name (default: the handler's name).
@@ -96,6 +98,7 @@ class Endpoint:
     body_media: str = "application/json"
     answer: type[BaseModel] | Mapping[str, Schema] | None = None
     errors: tuple[int, ...] = ()
+    error_media: str = "application/json"
     job: Job | None = None
     tag: str = ""
     name: str = ""

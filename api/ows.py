@@ -11,15 +11,19 @@ exception code from the error (:func:`ogc_error`, else from the parameter it nam
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode
 from xml.etree import ElementTree as ET
 
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.endpoint import Endpoint
 from api.errors import error_for
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
@@ -36,6 +40,7 @@ __all__ = [
     "layer_info",
     "missing",
     "needed",
+    "ows_endpoint",
     "ogc_error",
     "xml_response",
 ]
@@ -153,7 +158,20 @@ def xml_response(root: ET.Element, media_type: str = "application/xml") -> Respo
 
 
 def _media_type(service: Service) -> str:
+    """The media type of a service's exception reports."""
     return "text/xml" if service == "WMS" else "application/xml"
+
+
+def ows_endpoint(service: Service) -> Callable[..., Endpoint]:
+    """An endpoint of ``service``: a GET of the ``ows`` group, its names upper-cased and its
+    errors exception reports (:class:`KvpMiddleware`), documented as such."""
+    return functools.partial(
+        Endpoint,
+        "GET",
+        tag="ows",
+        middleware=(Middleware(KvpMiddleware, service=service),),
+        error_media=_media_type(service),
+    )
 
 
 class KvpMiddleware:

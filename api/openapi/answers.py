@@ -36,9 +36,12 @@ ERRORS = {
 }
 
 
-def error_answer(status: int) -> Schema:
-    """The response of an error status: the one error shape."""
-    return json_body(ErrorResponse, ERRORS[status])
+def error_answer(status: int, media_type: str = "application/json") -> Schema:
+    """The response of an error status: the one error shape, or (another ``media_type``) the
+    text a service's own errors are (OGC exception reports)."""
+    if media_type == "application/json":
+        return json_body(ErrorResponse, ERRORS[status])
+    return content(media_type, {"type": "string"}, ERRORS[status])
 
 
 def content(media_type: str, schema: Schema, description: str) -> Schema:

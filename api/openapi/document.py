@@ -149,7 +149,7 @@ def _responses(endpoint: Endpoint) -> Schema:
     if endpoint.job is not None:
         responses["202"] = job_accepted()
     for status in sorted(_refusals(endpoint)):
-        responses.setdefault(str(status), error_answer(status))
+        responses.setdefault(str(status), error_answer(status, endpoint.error_media))
     return responses
 
 

@@ -9,7 +9,6 @@ and errors are ``ServiceExceptionReport`` XML (:mod:`api.ows`).
 
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Annotated, Literal
 from xml.etree import ElementTree as ET
@@ -19,22 +18,20 @@ from pydantic import Field
 from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import MemoryFile
 from starlette.concurrency import run_in_threadpool
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
-from api.endpoint import Endpoint
 from api.fields import AtMost, Box, Flag, Query
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
 from api.ows import (
     WMS_NS,
     XLINK_NS,
-    KvpMiddleware,
     layer_info,
     needed,
     ogc_error,
+    ows_endpoint,
     xml_response,
 )
 from api.routes.tiles import image_response, render_box
@@ -252,9 +249,7 @@ async def get_wms(request: Request, query: WmsQuery) -> Response:
 
 
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
-_endpoint = functools.partial(
-    Endpoint, "GET", tag="ows", middleware=(Middleware(KvpMiddleware, service="WMS"),)
-)
+_endpoint = ows_endpoint("WMS")
 
 ENDPOINTS = [
     _endpoint(

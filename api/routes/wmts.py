@@ -8,17 +8,14 @@ are case-insensitive and errors are ``ows:ExceptionReport`` XML (:mod:`api.ows`)
 
 from __future__ import annotations
 
-import functools
 from typing import Literal
 from xml.etree import ElementTree as ET
 
 from pydantic import Field
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
-from api.endpoint import Endpoint
 from api.fields import Query, style_id
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
@@ -26,11 +23,11 @@ from api.ows import (
     OWS_NS,
     WMTS_NS,
     XLINK_NS,
-    KvpMiddleware,
     layer_info,
     missing,
     needed,
     ogc_error,
+    ows_endpoint,
     xml_response,
 )
 from api.routes.tiles import tile_image
@@ -257,9 +254,7 @@ _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _XML = {"application/xml": {"schema": {"type": "string"}}}
 _IMAGES = {f.media_type: _BINARY for f in TileFormat}
 _NOT_MODIFIED = {"description": "Not modified (`If-None-Match` matched the `ETag`)"}
-_endpoint = functools.partial(
-    Endpoint, "GET", tag="ows", middleware=(Middleware(KvpMiddleware, service="WMTS"),)
-)
+_endpoint = ows_endpoint("WMTS")
 
 ENDPOINTS = [
     _endpoint(

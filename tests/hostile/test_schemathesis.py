@@ -11,6 +11,7 @@ carries the admin key (``AUTH``), so that every operation is exercised past auth
 from __future__ import annotations
 
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import httpx
 import pytest
@@ -161,6 +162,9 @@ def test_api(case: schemathesis.Case, api_base: str) -> None:
     if response.status_code >= 400 and case.operation.path == "/oauth/token":
         refusal = response.json()
         assert isinstance(refusal["error"], str) or set(refusal["error"]) >= {"code", "message"}
+    elif response.status_code >= 400 and "xml" in response.headers["content-type"][0]:
+        report = ET.fromstring(response.content)  # an OGC service's (WMS, WMTS)
+        assert report.tag.endswith("ExceptionReport"), response.text
     elif response.status_code >= 400 and case.operation.path not in OWN_CREDENTIALS:
         error = response.json()["error"]
         assert set(error) >= {"code", "message", "detail"}
@@ -196,6 +200,9 @@ ANSWERS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "application/vnd.mapbox-vector-tile",
     ),
     ("/height", {}, {"x": -109.2, "y": 10.3}, "application/json"),
+    ("/ogc/collections", {}, {}, "application/json"),
+    ("/wms", {}, {"SERVICE": "WMS", "REQUEST": "GetCapabilities"}, "text/xml"),
+    ("/wmts/1.0.0/WMTSCapabilities.xml", {}, {}, "application/xml"),
 ]
 
 
