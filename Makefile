@@ -51,6 +51,7 @@ bench: setup
 	export MAPSVC_BENCH_SUMMARY=$(BENCH_SUMMARY) && \
 	$(BIN)/python -m tests.bench.bench_raster && \
 	$(BIN)/python -m tests.bench.bench_tiles && \
+	$(BIN)/python -m tests.bench.bench_seed && \
 	$(BIN)/python -m tests.bench.bench_vector && \
 	$(BIN)/python -m tests.bench.bench_front && \
 	$(BIN)/python -m tests.bench.bench_ogc && \
@@ -70,10 +71,12 @@ stress: setup
 	bash deploy/services.sh --test-tools
 	$(BIN)/python -m tests.bench.stress $(STRESS_ARGS)
 
-# the screenshots of the viewer in docs/images, taken by its browser tests
+# the screenshots of the viewer in docs/images, taken by its browser tests, and the image of
+# what metatiles change in a labelled style (docs/images/metatile-difference.png)
 screenshots: setup
 	bash deploy/services.sh --test-tools
-	MAPSVC_SCREENSHOTS=$(CURDIR)/docs/images $(BIN)/pytest -p no:cacheprovider tests/browser/test_viewer.py
+	MAPSVC_SCREENSHOTS=$(CURDIR)/docs/images $(BIN)/pytest -p no:cacheprovider tests/browser/test_viewer.py \
+		tests/shared/tiles/test_metatile.py
 
 # the documentation (docs/, mkdocs.yml) at http://$(DOCS_ADDR)/, rebuilt as you edit it
 DOCS_ADDR ?= 127.0.0.1:8002

@@ -156,6 +156,7 @@ LAYER_PARAMETERS: dict[str, Callable[[Request, str, Sight], str | None]] = {
     "id": _layer,
     "style": _layer,
     "layer": _layer,
+    "coverage_layer": _layer,  # a pre-tiling run's coverage: a vector layer
     "collectionId": _layer,  # OGC API
     "LAYER": _layer,  # WMTS (KVP names upper-cased: api.ows)
     "LAYERS": _layer_list,  # WMS

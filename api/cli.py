@@ -1,4 +1,4 @@
-"""The ``mapsvc`` command: run the API, a worker, Flower, everything at once, or load demo data.
+"""The ``mapsvc`` command: run the API, a worker, Flower, or all at once; load demo data; export.
 
 Servers are started by module name (``uvicorn api.app:create_app``, ``celery -A
 workers.celery_app``), so this module imports neither the app nor Celery itself. It lives in
@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy.exc
 
-from api import cli_auth
+from api import cli_auth, cli_seed
 from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
 from shared import metrics
@@ -112,6 +112,49 @@ def _render_tile(
         return 2
     out.write_bytes(rendered.data)
     print(f"{out}: {len(rendered.data)} bytes{' (empty)' if rendered.empty else ''}")
+    return 0
+
+
+class _Printed:
+    """An export's progress lines, on standard error."""
+
+    def line(self, text: str, *, progress: float | None = None) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _export(settings: Settings, args: argparse.Namespace) -> int:
+    from shared.errors import MapsvcError
+    from shared.params import parse_bbox, parse_lang
+    from shared.tiles.export import ExportJob, export_layer, is_raster_layer
+    from shared.tiles.render import TileRenderer
+    from shared.tiles.stores import tile_stores
+
+    raster = is_raster_layer(settings.dirs.mapnik, args.layer)
+    out: Path = args.out or Path(f"{args.layer}.{args.format}")
+    try:
+        job = ExportJob(
+            args.layer,
+            not raster,
+            args.format,
+            args.tile_format,
+            list(parse_bbox(args.bbox)) if args.bbox else None,
+            args.minzoom,
+            args.maxzoom,
+            parse_lang(args.lang or settings.default_lang, settings.languages) if raster else "",
+        )
+        with TileRenderer(settings.dirs.mapnik) as renderer, tile_stores(settings) as stores:
+            result = export_layer(
+                settings,
+                job,
+                out.resolve(),
+                _Printed(),
+                renderer=renderer,
+                store=stores.pick(False),
+            )
+    except MapsvcError as exc:
+        print(f"export: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"{out}: {result['tiles']} tiles, {result['bytes']} bytes")
     return 0
 
 
@@ -264,6 +307,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     render.add_argument("y", help="row")
     render.add_argument("--lang", default=None, help="label language (default: the setting)")
     render.add_argument("--out", type=Path, default=Path("tile.png"), help="default: tile.png")
+    export = sub.add_parser(
+        "export", help="write a layer's tiles into an MBTiles or PMTiles file (as the job does)"
+    )
+    export.add_argument("layer", help="the layer: a raster layer's id, or a vector layer's")
+    export.add_argument("--format", choices=("mbtiles", "pmtiles"), default="mbtiles")
+    export.add_argument("--minzoom", type=int, default=0, help="first zoom (default: 0)")
+    export.add_argument(
+        "--maxzoom", type=int, default=None, help="end zoom, excluded (default: the layer's + 1)"
+    )
+    export.add_argument("--bbox", default=None, help="minlon,minlat,maxlon,maxlat (EPSG:4326)")
+    export.add_argument(
+        "--tile-format", default=None, help="png (default), webp, jpg; mvt for a vector layer"
+    )
+    export.add_argument("--lang", default=None, help="label language (default: the setting)")
+    export.add_argument(
+        "--out", type=Path, default=None, help="the file (default: <layer>.<format> here)"
+    )
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
     demo.add_argument(
         "--data-dir",
@@ -273,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
     cli_auth.add_commands(sub)
+    cli_seed.add_command(sub)
     args = parser.parse_args(argv)
 
     settings = Settings()
@@ -302,6 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _render_tile(settings, args.style, (args.z, args.x, args.y), args.lang, args.out)
     if args.command == "up":
         return _up(settings)
+    if args.command == "seed":
+        return cli_seed.run(args, settings)
+    if args.command == "export":
+        return _export(settings, args)
     return _demo_data(settings, args.data_dir, args.replace)
 
 

@@ -422,6 +422,24 @@ class TileSettings(Concern):
         description="Most tiles of one pre-tiling run, its whole first zoom included; a "
         "larger plan is `422` with the plan",
     )
+    metatile_size: int = Field(
+        default=8,
+        ge=1,
+        le=8,
+        description="Pre-tiling draws blocks of N x N tiles of a style that draws vectors as one "
+        "image (metatiles), then cuts them: labels whole across tile borders, Mapnik's cost per "
+        "render paid once per block; 1 draws tile by tile. At most 8 (a chunk of work). A style "
+        "of rasters alone is drawn tile by tile; a layer's own `metatile` parameter wins. Tiles "
+        "asked on demand are drawn alone",
+    )
+    metatile_buffer: int = Field(
+        default=128,
+        ge=0,
+        le=1024,
+        description="Pixels drawn around a metatile and cut away (what lies that far past the "
+        "block is drawn too: labels of the tiles around); Mapnik's `buffer-size` of the render. "
+        "None for a style of rasters alone (nothing of theirs crosses a tile's border)",
+    )
 
 
 class VectorSettings(Concern):

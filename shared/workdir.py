@@ -35,6 +35,11 @@ class WorkDir:
         return self.root / "map" / "derived"
 
     @property
+    def exports(self) -> Path:
+        """``map/exports``: the MBTiles and PMTiles exports of layers, a folder per layer."""
+        return self.root / "map" / "exports"
+
+    @property
     def dem(self) -> Path:
         """``map/dem``: the local elevation rasters."""
         return self.root / "map" / "dem"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 import warnings
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "RGB",
     "RGB_ID",
     "configure",
+    "own_layer",
     "configuration",
     "decode",
     "reference",
@@ -48,6 +50,15 @@ def configure(settings: Settings, rdb: redis.Redis, rel: str) -> str:
     """Configure a layer in-process (the job's own function, without a worker): its id."""
     configuration(settings, rdb, rel)
     return encode_id(rel)
+
+
+def own_layer(settings: Settings, rdb: redis.Redis, src: str, folder: str, name: str) -> str:
+    """A layer of its own, configured: a copy of raster ``src`` as ``<folder>/<name>`` (so that
+    no other test cached its tiles); its id."""
+    root = settings.dirs.raster
+    (root / folder).mkdir(exist_ok=True)
+    shutil.copyfile(root / src, root / folder / name)
+    return configure(settings, rdb, f"{folder}/{name}")
 
 
 def configuration(

@@ -21,6 +21,7 @@ __all__ = [
     "Elevations",
     "ErrorBody",
     "ErrorResponse",
+    "ExportResult",
     "Feature",
     "FeatureCollection",
     "FrontDoor",
@@ -237,7 +238,7 @@ class PretileZoom(_Body):
     """One zoom of a pre-tiling plan."""
 
     zoom: int
-    tiles: int
+    tiles: int | None = Field(description="Tiles meeting the coverage; null: too many to count")
 
 
 class PretilePlan(_Body):
@@ -259,6 +260,22 @@ class PretileResult(_Body):
     workers: dict[str, dict[str, int]] = Field(
         description="Per worker (its Celery name): the chunks it did and the tiles it rendered"
     )
+
+
+class ExportResult(_Body):
+    """What an export job wrote: its file, where to download it, and its tiles."""
+
+    layer: str
+    format: str = Field(description="`mbtiles` or `pmtiles`")
+    tile_format: str = Field(description="`png`, `webp`, `jpg` or `mvt`")
+    file: str = Field(description="The file's name")
+    url: str | None = Field(description="Where to download it (HTTP range requests served)")
+    bytes: int
+    tiles: int = Field(description="Tiles written")
+    minzoom: int
+    maxzoom: int = Field(description="End zoom, excluded")
+    bounds: list[float]
+    plan: dict[str, Any]
 
 
 class SpeedTest(_Body):

@@ -16,6 +16,7 @@ from api.openapi.answers import content
 from api.routes import (
     admin,
     auth,
+    export,
     jobs,
     ogc,
     ogc_features,
@@ -63,6 +64,7 @@ ENDPOINTS: list[Endpoint] = [
     *jobs.ENDPOINTS,
     *raster.ENDPOINTS,
     *tiles.ENDPOINTS,
+    *export.ENDPOINTS,
     *vector.ENDPOINTS,
     *ogc.ENDPOINTS,
     *ogc_features.ENDPOINTS,

@@ -7,14 +7,24 @@ import shlex
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import Rule, principal_of
 from api.endpoint import Endpoint, Handler, Job
-from api.fields import AtMost, Box, Flag, JobQuery, Lang, Query, Srs, Text, style_id
+from api.fields import (
+    AtMost,
+    Box,
+    Flag,
+    JobQuery,
+    Lang,
+    Query,
+    Srs,
+    Text,
+    style_id,
+)
 from api.links import api_prefix, job_links, tile_template
 from api.openapi.answers import any_of, json_body
 from api.openapi.models import (
@@ -30,6 +40,7 @@ from api.services import services
 from shared.errors import ConflictError, InvalidInputError
 from shared.params import Bbox, parse_bbox
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
+from shared.tiles.coverage import MAX_BUFFER, MAX_VERTICES, Coverage, layer_coverage
 from shared.tiles.encoding import Encoding
 from shared.tiles.formats import (
     RETINA,
@@ -49,6 +60,7 @@ from shared.tiles.pretile import (
 )
 from shared.tiles.store import etag_of
 from shared.tiles.styles import StyleInfo
+from shared.vector.cql import MAX_FILTER_CHARS
 
 __all__ = ["ENDPOINTS", "image_response", "render_box", "tile_image"]
 
@@ -167,6 +179,36 @@ class PretileQuery(JobQuery):
     nocache: Flag = Field(False, description="1: render again the tiles already cached")
     is_s3: Flag = Field(False, alias="isS3", description="1: tile into the S3 bucket")
     dryrun: Flag = Field(False, description="1: answer the plan, render nothing")
+    bbox: Box | None = Field(
+        None, description="Coverage: only the tiles meeting this box, minx,miny,maxx,maxy"
+    )
+    bbox_crs: Srs = Field("EPSG:4326", description="CRS of `bbox` (its edges are densified)")
+    coverage_layer: str | None = Text(
+        200,
+        default=None,
+        description="Coverage: the polygons of this vector layer (`where` picks rows)",
+        examples=["public.countries"],
+    )
+    where: str | None = Text(
+        MAX_FILTER_CHARS,
+        default=None,
+        description="CQL2-text filter of `coverage_layer`'s rows (e.g. `name = 'Kyiv'`)",
+    )
+    buffer: int = Field(
+        0, ge=0, le=MAX_BUFFER, description="Grow each tile by this many pixels of its zoom"
+    )
+
+
+class CoverageBody(BaseModel):
+    """A coverage: a GeoJSON Polygon or MultiPolygon in EPSG:4326, or a Feature of one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["Polygon", "MultiPolygon", "Feature"] = Field(
+        description=f"The GeoJSON type (at most {MAX_VERTICES} vertices, a valid polygon)"
+    )
+    coordinates: Any = Field(None, description="The rings (Polygon, MultiPolygon)")
+    geometry: Any = Field(None, description="The Polygon or MultiPolygon (Feature)")
 
 
 class SpeedTestQuery(JobQuery):
@@ -329,10 +371,50 @@ async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
     return JSONResponse(_tilejson(info, tile_template(request, path)))
 
 
-async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
+async def _coverage(
+    request: Request, query: PretileQuery, body: CoverageBody | None
+) -> Coverage | None:
+    """The coverage a run asks for (at most one of ``bbox``, ``coverage_layer``, a body);
+    None: the layer's footprint, as it is.
+
+    Raises:
+        InvalidInputError: two coverages, ``where`` without ``coverage_layer``, a bad one.
+        UnprocessableError: ``coverage_layer`` and ``where`` match no polygon.
+    """
+    given = [
+        name
+        for name, value in (
+            ("bbox", query.bbox),
+            ("coverage_layer", query.coverage_layer),
+            ("body", body),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise InvalidInputError(f"give one coverage, not {' and '.join(given)}", parameter=given[1])
+    if query.where is not None and query.coverage_layer is None:
+        raise InvalidInputError("where filters coverage_layer: name it", parameter="where")
+    if query.bbox is not None:
+        return Coverage.of_bbox(query.bbox, query.bbox_crs, query.buffer)
+    if body is not None:
+        return Coverage.of_geojson(body.model_dump(), query.buffer)
+    if query.coverage_layer is not None:
+        svc = services(request)
+        layer = await svc.vector.layer(svc.db, query.coverage_layer)
+        timeout_ms = svc.settings.vector.statement_timeout_ms
+        return await layer_coverage(svc.db, layer, query.where, query.buffer, timeout_ms)
+    return None
+
+
+async def get_layer_pretile(
+    request: Request, query: PretileQuery, body: CoverageBody | None = None
+) -> Response:
     """Pre-tile a layer (spec 4.2); ``dryrun=1`` answers the plan.
 
     ``format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with ``@2x``.
+    Only the tiles that meet the coverage are made: ``bbox`` (in ``bbox_crs``), the polygons of
+    ``coverage_layer`` that ``where`` picks, or (``POST``) a GeoJSON polygon; else the layer's
+    footprint. ``buffer`` grows each tile by that many pixels.
 
     A plan above ``MAPSVC_PRETILE_MAX_TILES`` is ``422`` with the plan; while a run of the
     layer goes on, any other run of it (whatever its language or zooms) is ``409`` naming it.
@@ -342,7 +424,13 @@ async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
     style = query.id
     info = svc.tiles.style(style)
     ceiling = settings.tiles.pretile_max_tiles
-    plan = plan_pretile(info.footprint, query.minzoom, query.maxzoom, ceiling=ceiling)
+    coverage = await _coverage(request, query, body)
+    if coverage is None and query.buffer:
+        coverage = Coverage.box(info.footprint, query.buffer)
+    area = info.footprint if coverage is None else coverage
+    plan = await run_in_threadpool(
+        plan_pretile, area, query.minzoom, query.maxzoom, ceiling=ceiling
+    )
     if query.dryrun:
         return JSONResponse(plan)
     check_ceiling(plan)
@@ -355,6 +443,8 @@ async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
         "s3": query.is_s3,
         "variant": TileVariant.from_name(query.format).name,
     }
+    if coverage is not None:
+        params["coverage"] = coverage.to_json()
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
     lock = PretileLock(jobs.store, style, settings.jobs.time_limit_s)
@@ -371,6 +461,11 @@ async def get_layer_pretile(request: Request, query: PretileQuery) -> Response:
         # never enqueued (no broker, no connection to wait with), or ended in failure: free
         await run_in_threadpool(lock.release, job_id)
         raise
+
+
+async def post_layer_pretile(request: Request, query: PretileQuery, body: CoverageBody) -> Response:
+    """Pre-tile a layer over the GeoJSON polygon of the body; ``dryrun=1`` answers the plan."""
+    return await get_layer_pretile(request, query, body)
 
 
 async def get_speed_test(request: Request, query: SpeedTestQuery) -> Response:
@@ -424,6 +519,10 @@ def _job(
     rule = Rule("operator", layers=(layer,))
     return _endpoint(path, handler, rule=rule, budget="jobs", query=query, answer=answer, job=job)
 
+
+#: pre-tiling: the layer, and the layer of its coverage
+_PRETILE = Rule("operator", layers=("id", "coverage_layer"))
+_PRETILED = {"200": any_of("The plan (`dryrun=1`) or the job's result", PretilePlan, PretileResult)}
 
 #: `{y}` is the row, or the row and `@2x`; the `.png` forms first, then any other format
 ENDPOINTS = [
@@ -479,13 +578,26 @@ ENDPOINTS = [
         answer={"200": json_body(RasterTileJson, "The layer")},
         errors=(404, 422),
     ),
-    _job(
+    _endpoint(
         "/gis-layer-pretile/{id}",
         get_layer_pretile,
-        "id",
-        PretileQuery,
-        {"200": any_of("The plan (`dryrun=1`) or the job's result", PretilePlan, PretileResult)},
-        Job("pretile", "tiles.pretile"),
+        rule=_PRETILE,
+        budget="jobs",
+        query=PretileQuery,
+        answer=_PRETILED,
+        job=Job("pretile", "tiles.pretile"),
+    ),
+    Endpoint(
+        "POST",
+        "/gis-layer-pretile/{id}",
+        post_layer_pretile,
+        rule=_PRETILE,
+        budget="jobs",
+        query=PretileQuery,
+        body=CoverageBody,
+        answer=_PRETILED,
+        job=Job("pretile", "tiles.pretile"),
+        tag="tiles",
     ),
     _job(
         "/gis-speed-test",

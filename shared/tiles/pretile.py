@@ -1,11 +1,13 @@
 """Pre-tiling (spec 4.2): the plan under the tile cap, chunks of tiles, and their progress.
 
-A run tiles zooms ``minzoom``..``maxzoom - 1`` over the layer's footprint. At most
+A run tiles zooms ``minzoom``..``maxzoom - 1`` over a coverage (:mod:`shared.tiles.coverage`:
+the layer's footprint unless the run names another area): only the tiles that meet it. At most
 :data:`MAX_TILES` tiles are made, but the first zoom is always tiled whole, and a later zoom
 only when it fits whole under the cap; a plan above an absolute ceiling (whole first zoom
-included) is refused. The work is cut into chunks (metatiles of :data:`CHUNK` x :data:`CHUNK`
-tiles) that any worker process renders; they are produced lazily, from any position, so that
-no process ever holds the list of a run's chunks. Counters in Redis add up what the chunks did,
+included) is refused. The work is cut into chunks (the covered tiles of a block of
+:data:`CHUNK` x :data:`CHUNK` tiles, aligned to multiples of it) that any worker process
+renders; they are produced lazily, from any position, so that no process ever holds the list of
+a run's chunks. Counters in Redis add up what the chunks did,
 and the chunk that completes the count ends the run (chunks whose worker died are delivered
 again, so no chord has to wait for them). A lock in Redis lets one run per layer go at a time.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -22,7 +24,8 @@ import redis
 
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.jobs import COUNT_IF_EXISTS, JobStore
-from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
+from shared.tiles.coverage import Coverage
+from shared.tiles.grid import MAX_ZOOM, TileAddress
 
 __all__ = [
     "CHUNK",
@@ -41,33 +44,42 @@ __all__ = [
 
 MAX_TILES = 100_000
 DEFAULT_MINZOOM, DEFAULT_MAXZOOM = 6, 16
-#: Side of a chunk, in tiles: 16 tiles take a worker process ~0.1 s, short enough that the
-#: last chunks of a run keep every process busy, long enough that a chunk's bookkeeping (a
-#: message, a Redis script, a progress line) costs ~1% of it.
-CHUNK = 4
-_LAT_LIMIT = 85.0511287798066
+#: Side of a chunk, in tiles: the side of a metatile (``MAPSVC_METATILE_SIZE`` at most), so
+#: that a chunk is drawn as one image (:mod:`shared.tiles.metatile`). 64 tiles take a worker
+#: process well under a second, short enough that the last chunks of a run keep every process
+#: busy; a chunk's bookkeeping (a message, a Redis script, a progress line) is lost in it.
+CHUNK = 8
+#: what a run covers: a coverage, or a footprint ``[west, south, east, north]`` (EPSG:4326)
+Area = Coverage | Sequence[float]
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """A block of tiles of one zoom, ``x0..x1`` and ``y0..y1`` inclusive."""
+    """The tiles a run makes in a block of one zoom, ``x0..x1`` and ``y0..y1`` inclusive:
+    those whose bit ``(y - y0) * (x1 - x0 + 1) + (x - x0)`` is set in ``mask`` (None: all)."""
 
     z: int
     x0: int
     y0: int
     x1: int
     y1: int
+    mask: int | None = None
 
     @property
     def size(self) -> int:
-        """The number of tiles of the block."""
+        """The number of tiles the run makes in the block."""
+        if self.mask is not None:
+            return self.mask.bit_count()
         return (self.x1 - self.x0 + 1) * (self.y1 - self.y0 + 1)
 
     def tiles(self) -> Iterator[TileAddress]:
-        """The tiles of the block, row by row."""
+        """The tiles the run makes in the block, row by row."""
+        bit = 0
         for y in range(self.y0, self.y1 + 1):
             for x in range(self.x0, self.x1 + 1):
-                yield TileAddress(self.z, x, y)
+                if self.mask is None or self.mask >> bit & 1:
+                    yield TileAddress(self.z, x, y)
+                bit += 1
 
 
 def check_zooms(minzoom: int, maxzoom: int) -> None:
@@ -88,33 +100,29 @@ def check_zooms(minzoom: int, maxzoom: int) -> None:
         )
 
 
-def _range(bounds: list[float], z: int) -> tuple[int, int, int, int]:
-    west, south, east, north = bounds
-    south, north = max(south, -_LAT_LIMIT), min(north, _LAT_LIMIT)
-    top_left = TMS.tile(west, north, z)
-    # a hair inside, so that a footprint ending on a tile edge does not take the next tile
-    bottom_right = TMS.tile(east - 1e-9, south + 1e-9, z)
-    return top_left.x, top_left.y, bottom_right.x, bottom_right.y
+def _coverage(area: Area) -> Coverage:
+    return area if isinstance(area, Coverage) else Coverage.box(area)
 
 
 def plan_pretile(
-    bounds: list[float],
+    area: Area,
     minzoom: int,
     maxzoom: int,
     cap: int = MAX_TILES,
     ceiling: int | None = None,
 ) -> dict[str, Any]:
-    """What a run tiles: tiles per zoom over ``bounds`` (EPSG:4326), and what the cap cut.
+    """What a run tiles: the tiles per zoom that meet ``area``, and what the cap cut.
 
     Args:
-        bounds: the footprint, ``[west, south, east, north]``.
+        area: the coverage, or a footprint ``[west, south, east, north]``.
         minzoom: the first zoom.
         maxzoom: the end zoom (excluded).
         cap: most tiles of a run (the first zoom is tiled whole regardless).
         ceiling: most tiles of a run, whole first zoom included (see :func:`check_ceiling`).
 
     Returns:
-        ``zooms`` (each ``zoom``, ``tiles``, ``tiled``), ``total`` (tiles to make), ``cut``
+        ``zooms`` (each ``zoom``, ``tiles`` (None: too many to count, see
+        :meth:`Coverage.count`), ``tiled``), ``total`` (tiles to make), ``cut``
         (zooms left out), ``cap``, ``minzoom``, ``maxzoom``, ``ceiling`` and
         ``over_ceiling`` (whether ``total`` is above it, so the run would be refused).
     """
@@ -122,12 +130,18 @@ def plan_pretile(
     zooms: list[dict[str, Any]] = []
     cut: list[int] = []
     total = 0
+    coverage = _coverage(area)
+    uncounted = False
     for z in range(minzoom, maxzoom):
-        x0, y0, x1, y1 = _range(bounds, z)
-        count = (x1 - x0 + 1) * (y1 - y0 + 1)
-        tiled = z == minzoom or (not cut and total + count <= cap)
-        if tiled:
+        # a zoom too large to count (None; so is every zoom below it) is cut; as the first zoom,
+        # it makes the plan too large
+        count = None if zooms and zooms[-1]["tiles"] is None else coverage.count(z)
+        first = z == minzoom
+        tiled = first or (not cut and count is not None and total + count <= cap)
+        if tiled and count is not None:
             total += count
+        elif tiled:
+            uncounted = True
         else:
             cut.append(z)
         zooms.append({"zoom": z, "tiles": count, "tiled": tiled})
@@ -139,7 +153,7 @@ def plan_pretile(
         "total": total,
         "cut": cut,
         "ceiling": ceiling,
-        "over_ceiling": ceiling is not None and total > ceiling,
+        "over_ceiling": uncounted or (ceiling is not None and total > ceiling),
     }
 
 
@@ -150,47 +164,42 @@ def check_ceiling(plan: dict[str, Any]) -> None:
         UnprocessableError: the plan is too large; its detail holds the plan, to narrow it.
     """
     if plan["over_ceiling"]:
+        first = plan["zooms"][0]["tiles"]
+        size = f"{plan['total']} tiles" if first is not None else "too large to count"
         raise UnprocessableError(
-            f"the plan is {plan['total']} tiles, above the ceiling of {plan['ceiling']} tiles"
+            f"the plan is {size}, above the ceiling of {plan['ceiling']} tiles"
             f" per run (its first zoom, {plan['minzoom']}, is always tiled whole): choose a"
             " lower minzoom (each zoom has four times the tiles of the one before)",
             plan=plan,
         )
 
 
-def _grid(bounds: list[float], z: int) -> tuple[int, int, int, int, int, int]:
-    """The tile range of zoom ``z`` and its chunk columns and rows."""
-    x0, y0, x1, y1 = _range(bounds, z)
-    return x0, y0, x1, y1, -(-(x1 - x0 + 1) // CHUNK), -(-(y1 - y0 + 1) // CHUNK)
-
-
-def count_chunks(bounds: list[float], plan: dict[str, Any]) -> int:
+def count_chunks(area: Area, plan: dict[str, Any]) -> int:
     """The number of chunks of the zooms a plan tiles."""
-    count = 0
-    for entry in plan["zooms"]:
-        if entry["tiled"]:
-            *_, cols, rows = _grid(bounds, entry["zoom"])
-            count += cols * rows
-    return count
+    coverage = _coverage(area)
+    return sum(
+        coverage.count_blocks(entry["zoom"], CHUNK) for entry in plan["zooms"] if entry["tiled"]
+    )
 
 
-def chunks(bounds: list[float], plan: dict[str, Any], start: int = 0) -> Iterator[Chunk]:
+def chunks(area: Area, plan: dict[str, Any], start: int = 0) -> Iterator[Chunk]:
     """The chunks of the zooms a plan tiles, one at a time, from the ``start``-th on.
 
-    Chunks come zoom by zoom, row by row; ``start`` skips whole zooms and rows without
-    producing them, so a run's sender resumes anywhere at the same cost.
+    Chunks come zoom by zoom, each zoom's in the coverage's order of blocks (a block without a
+    tile to make is no chunk); ``start`` skips whole zooms, and the blocks before it by their
+    counts, without producing them, so a run's sender resumes anywhere at the same cost.
     """
+    coverage = _coverage(area)
     for entry in plan["zooms"]:
         if not entry["tiled"]:
             continue
         z = entry["zoom"]
-        x0, y0, x1, y1, cols, rows = _grid(bounds, z)
-        if start >= cols * rows:
-            start -= cols * rows
+        count = coverage.count_blocks(z, CHUNK)
+        if start >= count:
+            start -= count
             continue
-        for i in range(start, cols * rows):
-            cx, cy = x0 + i % cols * CHUNK, y0 + i // cols * CHUNK
-            yield Chunk(z, cx, cy, min(cx + CHUNK - 1, x1), min(cy + CHUNK - 1, y1))
+        for block in coverage.blocks(z, CHUNK, start):
+            yield Chunk(z, *block)
         start = 0
 
 

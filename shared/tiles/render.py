@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
 from shared.tiles.encoding import JPEG_BACKGROUND, PNG_CODEC, PNG_FORMAT, Codec
 from shared.tiles.grid import RenderArea, TileAddress
+from shared.tiles.metatile import Metatile
 from shared.tiles.png import Rendered
 from shared.tiles.styles import LANG_TOKEN, style_path
 
 # PNG_FORMAT stays importable from here: the tile benchmark encodes as the renderer does
 __all__ = ["PNG_FORMAT", "TileRenderer"]
+
+#: the parameter of a style's ``<Parameters>`` that sets the side of its metatiles
+_METATILE_PARAMETER = "metatile"
 
 
 @dataclass
@@ -29,6 +35,9 @@ class _Loaded:
     mtime_ns: int
     map: Any
     sources: list[Path]
+    #: whether a symbolizer may draw past its feature's tile (all but a raster's: labels, icons,
+    #: strokes): only then does a metatile need its buffer
+    overhangs: bool
 
 
 class TileRenderer:
@@ -64,7 +73,7 @@ class TileRenderer:
                 for layer in m.layers
                 if "file" in layer.datasource.parameters()
             ]
-            loaded = _Loaded(mtime, m, sources)
+            loaded = _Loaded(mtime, m, sources, _overhangs(xml))
             self._maps[(style, lang)] = loaded
         # a source deleted after loading would still be read through its open handle
         for source in loaded.sources:
@@ -76,15 +85,14 @@ class TileRenderer:
                 )
         return loaded
 
-    def render(self, style: str, lang: str, area: RenderArea, codec: Codec = PNG_CODEC) -> Rendered:
-        """Render ``area`` of the map of ``style`` with labels in ``lang``, encoded by ``codec``.
+    def _draw(self, style: str, lang: str, area: RenderArea, buffer: int = 0) -> Any:
+        """The Mapnik image of ``area`` (what lies up to ``buffer`` pixels past it drawn too).
 
         Raises:
             NotFoundError: no such style.
             UnprocessableError: the style or its raster cannot be read.
             InvalidInputError: ``srs`` is not a CRS PROJ knows.
         """
-        started = time.perf_counter()
         m = self._load(style, lang).map
         srs, width, height = area.srs, area.width, area.height
         if srs is not None:
@@ -92,10 +100,11 @@ class TileRenderer:
                 mapnik.Projection(srs)
             except RuntimeError as exc:
                 raise InvalidInputError(f"unknown srs {srs!r}", srs=srs) from exc
-        own_srs = m.srs
+        own_srs, own_buffer = m.srs, m.buffer_size
         m.resize(width, height)
         # a box in another CRS is drawn in that CRS: the map's projection is its, this once
         m.srs = srs or own_srs
+        m.buffer_size = max(own_buffer, buffer)
         try:
             m.zoom_to_box(mapnik.Box2d(*area.bbox))
             image = mapnik.Image(width, height)
@@ -105,9 +114,21 @@ class TileRenderer:
                 f"rendering {style!r} failed: {exc}".splitlines()[0], style=style
             ) from exc
         finally:
-            m.srs = own_srs
-        empty = not image.painted() or _blank(image)
-        rendered = Rendered(_encode(image, codec), empty)
+            m.srs, m.buffer_size = own_srs, own_buffer
+        return image
+
+    def render(self, style: str, lang: str, area: RenderArea, codec: Codec = PNG_CODEC) -> Rendered:
+        """Render ``area`` of the map of ``style`` with labels in ``lang``, encoded by ``codec``.
+
+        Raises:
+            NotFoundError: no such style.
+            UnprocessableError: the style or its raster cannot be read.
+            InvalidInputError: ``srs`` is not a CRS PROJ knows.
+        """
+        started = time.perf_counter()
+        image = self._draw(style, lang, area)
+        empty = not image.painted() or _blank(image, image.get_pixel(0, 0))
+        rendered = Rendered(_encode(_flat(image, codec), codec), empty)
         RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
         return rendered
 
@@ -117,17 +138,105 @@ class TileRenderer:
         """Render one tile of the Web Mercator grid (``scale`` 2: ``@2x``, twice the pixels)."""
         return self.render(style, lang, tile.area(self.tile_size, scale), codec)
 
+    def metatile_size(self, style: str, lang: str, default: int) -> int:
+        """The side of the metatiles of ``style``: its ``metatile`` parameter, else ``default``
+        for a style that draws vectors, and 1 (tile by tile) for a style of rasters alone.
 
-def _blank(image: Any) -> bool:
-    return bool(image.is_solid()) and image.get_pixel(0, 0) == 0
+        A raster gains nothing from metatiles: its pixels end at the tile's border, and Mapnik's
+        cost per render is a small part of a raster tile's (its encoding is most of it). And a
+        raster Mapnik reprojects or reads at another resolution than its own comes out of a
+        metatile sampled on a grid a fraction of a pixel off the tile drawn alone (see
+        :meth:`render_metatile`); one ending at the world's east or south edge loses its last
+        pixel column or row there at the zooms Mapnik reads it whole.
+
+        Raises:
+            NotFoundError: no such style.
+            UnprocessableError: the style cannot be loaded, or its ``metatile`` is not a count.
+        """
+        loaded = self._load(style, lang)
+        value = dict(loaded.map.parameters).get(
+            _METATILE_PARAMETER, default if loaded.overhangs else 1
+        )
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UnprocessableError(
+                f"the {_METATILE_PARAMETER!r} parameter of style {style!r} must be a whole"
+                f" number of tiles, 1 or more, not {value!r}",
+                style=style,
+            )
+        return value
+
+    def render_metatile(
+        self,
+        style: str,
+        lang: str,
+        block: Metatile,
+        tiles: Sequence[TileAddress],
+        codec: Codec = PNG_CODEC,
+        scale: int = 1,
+        buffer: int = 0,
+    ) -> Iterator[tuple[TileAddress, Rendered]]:
+        """Draw ``block`` as one image with ``buffer`` pixels around (none for a style of rasters
+        alone), then cut and encode each of ``tiles`` (of the block), one at a time.
+
+        A tile cut so is the tile :meth:`render_tile` draws, pixel for pixel, but where a label
+        or symbol crosses a tile's border (drawn whole here), and in a raster that Mapnik
+        reprojects or reads at another resolution than its own: it reads the window of a render
+        at whole pixels and warps it through a mesh anchored at the window's corner, so a tile
+        drawn alone samples the raster on a grid a fraction of a pixel off this one's.
+
+        Raises:
+            NotFoundError: no such style.
+            UnprocessableError: the style or its raster cannot be read.
+        """
+        started = time.perf_counter()
+        if not self._load(style, lang).overhangs:
+            buffer = 0  # a raster's pixels end at the tile's border: the buffer draws nothing
+        area, cut = block.area(self.tile_size, scale, buffer)
+        try:
+            image = self._draw(style, lang, area, buffer * scale)
+            painted = image.painted()
+            corners = {tile: block.offset(tile, cut) for tile in tiles}
+            # the empty tiles are known before a JPEG's background fills every pixel
+            empty = {
+                tile: not painted
+                or _blank(image.view(x, y, cut.side, cut.side), image.get_pixel(x, y))
+                for tile, (x, y) in corners.items()
+            }
+            flat = _flat(image, codec)
+            for tile, (x, y) in corners.items():
+                view = flat.view(x, y, cut.side, cut.side)
+                yield tile, Rendered(_encode(view, codec), empty[tile])
+        finally:
+            RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
+
+
+def _overhangs(xml: str) -> bool:
+    """Whether the map of ``xml`` has a symbolizer other than ``RasterSymbolizer``."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return True  # Mapnik read it: the buffer, to be safe
+    return any(e.tag.endswith("Symbolizer") and e.tag != "RasterSymbolizer" for e in root.iter())
+
+
+def _blank(part: Any, corner: int) -> bool:
+    """Whether ``part`` (an image or a view), whose top left pixel is ``corner``, is one
+    transparent colour."""
+    return bool(part.is_solid()) and corner == 0
+
+
+def _flat(image: Any, codec: Codec) -> Any:
+    """The image as ``codec`` encodes it: a format without alpha gets ``JPEG_BACKGROUND``
+    behind the map."""
+    if codec.format.has_alpha:
+        return image
+    background = mapnik.Image(image.width(), image.height())
+    background.fill(mapnik.Color(*JPEG_BACKGROUND))
+    background.composite(image)
+    return background
 
 
 def _encode(image: Any, codec: Codec) -> bytes:
-    """The image's bytes; a format without alpha gets ``JPEG_BACKGROUND`` behind the map."""
-    if not codec.format.has_alpha:
-        background = mapnik.Image(image.width(), image.height())
-        background.fill(mapnik.Color(*JPEG_BACKGROUND))
-        background.composite(image)
-        image = background
+    """The bytes of an image (or a view of one) flattened by :func:`_flat`."""
     data: bytes = image.to_string(codec.options)
     return data

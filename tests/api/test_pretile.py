@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -21,7 +20,7 @@ from shared.tiles.pretile import chunks, plan_pretile
 from shared.tiles.styles import read_style
 from tests.checks import assert_error
 from tests.jobs import job_lines, wait_state
-from tests.layers import configure, stored_tiles
+from tests.layers import RGB, configure, own_layer, stored_tiles
 
 pytestmark = pytest.mark.worker
 
@@ -31,11 +30,8 @@ def scene(
     settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
 ) -> str:
     """A layer of its own (a copy of the Landsat scene), so that no other test cached its tiles."""
-    folder = raster_dir / "pretile"
-    folder.mkdir(exist_ok=True)
     name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    shutil.copyfile(raster_dir / "single" / "RGB.byte.tif", folder / name)
-    return configure(settings, rdb, f"pretile/{name}")
+    return own_layer(settings, rdb, RGB, "pretile", name)
 
 
 def planned_tiles(

@@ -248,7 +248,8 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
 
 
 def test_chunks_are_produced_lazily() -> None:
-    """Iterating a plan of a million tiles (65,536 chunks) holds one chunk at a time."""
+    """Iterating a plan of a million tiles (a chunk per ``CHUNK`` x ``CHUNK`` block) holds one
+    chunk at a time."""
     plan = plan_pretile(WORLD, 10, 11, ceiling=4_000_000)
     assert plan["total"] == 4**10
     count = count_chunks(WORLD, plan)
@@ -265,7 +266,8 @@ def test_chunks_are_produced_lazily() -> None:
     assert (seen, tiles) == (count, plan["total"])
     assert peak < 64 * 1024  # a list of the chunks alone would take megabytes
     # resuming anywhere costs nothing and gives the same chunks
-    assert next(chunks(WORLD, plan, count - 1)) == Chunk(10, 1020, 1020, 1023, 1023)
+    last = 2**10 - CHUNK  # the bottom right block
+    assert next(chunks(WORLD, plan, count - 1)) == Chunk(10, last, last, 1023, 1023)
     assert list(chunks(WORLD, plan, count)) == []
     small = plan_pretile([-10.0, -10.0, 10.0, 10.0], 3, 7)
     every = list(chunks([-10.0, -10.0, 10.0, 10.0], small))
@@ -282,7 +284,8 @@ def test_a_large_run_queues_a_few_batches_and_can_be_cancelled(
     world: str,
     worker: subprocess.Popen[bytes],
 ) -> None:
-    """65,536 tiles (4,096 chunks): the queue holds a couple of batches, not every chunk."""
+    """65,536 tiles (a chunk per ``CHUNK`` x ``CHUNK`` block): the queue holds a couple of
+    batches, not every chunk."""
     r = client.get(f"/api-user/gis-layer-pretile/{world}?minzoom=8&maxzoom=9&async=1")
     assert r.status_code == 202
     job_id = r.json()["id"]

@@ -24,6 +24,7 @@ from api.endpoint import Endpoint
 from api.routes import MOUNTED
 from shared.raster.paths import encode_id
 from shared.settings import Settings
+from shared.tiles.export import export_folder
 from tests.checks import AUTH, assert_error
 from tests.layers import MOSAIC_ID, configure
 
@@ -44,6 +45,7 @@ RASTER_VALUES = {
     "folder": (A_RASTER, "single"),
     **dict.fromkeys(("LAYER", "LAYERS", "QUERY_LAYERS"), (MOSAIC_ID, B_ID)),  # WMTS, WMS
     "collectionId": (MOSAIC_ID, B_ID),  # OGC API: a raster collection (Tiles)
+    "coverage_layer": (A_VECTOR, B_VECTOR),  # pre-tiling's coverage: a vector layer
 }
 #: the same for the vector routes
 VECTOR_VALUES = {"layer": (A_VECTOR, B_VECTOR), "collectionId": (A_VECTOR, B_VECTOR)}
@@ -56,6 +58,7 @@ OTHER_PATH_VALUES = {
     **{"TileMatrix": "8", "TileRow": "110", "TileCol": "72"},
     **{"tileMatrixSetId": "WebMercatorQuad", "tileMatrix": "8", "tileRow": "110"},  # OGC API
     **{"tileCol": "72", "featureId": "1"},
+    "name": "00000000-0000-4000-8000-000000000000.pmtiles",  # an export of A (see `app`)
 }
 #: the other query parameters of the OGC KVP routes: a request that draws the layer
 KVP_QUERIES = {
@@ -73,6 +76,9 @@ def app(
     """The API (no credentials unless a request sends some) with A and B configured."""
     for rel in (A_RASTER, B_RASTER):
         configure(settings, rdb, rel)
+    exports = export_folder(settings.dirs.exports, MOSAIC_ID)
+    exports.mkdir(parents=True, exist_ok=True)
+    (exports / OTHER_PATH_VALUES["name"]).write_bytes(b"PMTiles\x03")
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 
@@ -244,8 +250,10 @@ def test_jobs_of_hidden_layers_do_not_exist_for_a_limited_key(
                 assert_hidden(app.request(method, mount + path, headers=key))
         assert_hidden(app.get(f"{mount}/jobs", params={"layer": B_ID}, headers=key))
         listed = app.get(f"{mount}/jobs", headers=key).json()["jobs"]
-        # the operator: the jobs of A (the admin's, its own); the reader: its own (none)
-        assert {job["layer"] for job in listed} <= ({MOSAIC_ID} if key is operator else set())
+        # the operator: the jobs of A (the admin's, its own, other tests' exports of A's
+        # vector layer); the reader: its own (none)
+        of_a = {MOSAIC_ID, A_VECTOR}
+        assert {job["layer"] for job in listed} <= (of_a if key is operator else set())
         assert not any(name in str(listed) for name in B_NAMES)
         # the stream of every job is for callers not limited to layers
         r = app.get(f"{mount}/events", headers=key)

@@ -4,27 +4,55 @@ from __future__ import annotations
 
 import errno
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import pytest
 
 from shared.errors import UnavailableError, UnprocessableError
 from shared.tiles.encoding import Codec
 from shared.tiles.grid import TileAddress
+from shared.tiles.metatile import Metatile
 from shared.tiles.png import Rendered
 from shared.tiles.pretile import Chunk
 from shared.tiles.pretile_run import PretileJob, PretileRunner
-from shared.tiles.store import tile_key
+from shared.tiles.store import StoredTile, tile_key
 
 CHUNK = Chunk(10, 4, 6, 5, 7)  # 2 x 2 tiles
 
 
 class FakeRenderer:
-    """Renders a tile as its address; tiles of column 5 are empty; ``fail_at`` raises."""
+    """Renders a tile as its address; tiles of column 5 are empty; ``fail_at`` raises.
 
-    def __init__(self, fail_at: TileAddress | None = None) -> None:
+    Its layer's metatiles are ``size`` tiles a side (1: tile by tile); a metatile holding
+    ``fail_at`` fails whole, as one Mapnik render would.
+    """
+
+    def __init__(self, fail_at: TileAddress | None = None, size: int = 1) -> None:
         self.fail_at = fail_at
+        self.size = size
         self.rendered: list[TileAddress] = []
+        self.blocks: list[tuple[Metatile, list[TileAddress], int]] = []
+
+    def metatile_size(self, style: str, lang: str, default: int) -> int:
+        return self.size
+
+    def render_metatile(
+        self,
+        style: str,
+        lang: str,
+        block: Metatile,
+        tiles: Sequence[TileAddress],
+        codec: Codec,
+        scale: int = 1,
+        buffer: int = 0,
+    ) -> Iterator[tuple[TileAddress, Rendered]]:
+        self.blocks.append((block, list(tiles), buffer))
+        if self.fail_at in tiles:
+            raise UnprocessableError("the raster of style 's' is gone")
+        for tile in tiles:
+            yield tile, self.render_tile(style, lang, tile, codec, scale)
 
     def render_tile(
         self, style: str, lang: str, tile: TileAddress, codec: Codec, scale: int = 1
@@ -46,6 +74,10 @@ class FakeStore:
     def get(self, key: str) -> bytes | None:
         return self.tiles.get(key)
 
+    def read(self, key: str) -> StoredTile | None:
+        data = self.tiles.get(key)
+        return None if data is None else StoredTile(data, f'"{len(data)}"')
+
     def put(self, key: str, data: bytes) -> str:
         self.threads.add(threading.current_thread().name)
         if key in self.fail:
@@ -61,12 +93,12 @@ class FakeStore:
 
 
 def run(
-    renderer: FakeRenderer, store: FakeStore, refresh: bool = True
+    renderer: FakeRenderer, store: FakeStore, refresh: bool = True, chunk: Chunk = CHUNK
 ) -> tuple[str | None, dict[str, int]]:
     runner = PretileRunner(None, renderer, None, max_tiles=100, lock_ttl_s=60)  # type: ignore[arg-type]
     job = PretileJob("job", "s", "en", refresh, False)
     counts = {"rendered": 0, "skipped": 0, "empty": 0, "cancelled": 0}
-    error = runner._render_tiles(CHUNK, job, store, counts)
+    error = runner._render_tiles(chunk, job, store, counts)
     return error, counts
 
 
@@ -158,3 +190,103 @@ def test_a_write_that_ends_as_it_is_looked_at_does_not_stop_the_chunk(
 
     assert error is None
     assert counts["rendered"] == len(store.tiles) == CHUNK.size
+
+
+# -- metatiles: the chunk drawn as blocks, cut into the tiles it makes ---------------------
+
+BIG = Chunk(10, 8, 16, 15, 23)  # 8 x 8 tiles, one aligned block of 8, four of 4
+
+
+def test_a_chunk_is_drawn_as_one_metatile_with_the_buffer_and_every_tile_is_stored() -> None:
+    store, renderer = FakeStore(), FakeRenderer(size=8)
+
+    error, counts = run(renderer, store, chunk=BIG)
+
+    assert error is None
+    assert [(b, len(t), buffer) for b, t, buffer in renderer.blocks] == [
+        (Metatile(10, 8, 16, 15, 23), 64, 128)
+    ]
+    assert counts == {"rendered": 64, "skipped": 0, "empty": 0, "cancelled": 0}
+    assert sorted(store.tiles) == sorted(key(t) for t in BIG.tiles())
+
+
+def test_a_layers_smaller_metatiles_split_the_chunk_into_aligned_blocks() -> None:
+    renderer = FakeRenderer(size=4)
+
+    error, counts = run(renderer, FakeStore(), chunk=BIG)
+
+    assert error is None
+    assert [b for b, _, _ in renderer.blocks] == [
+        Metatile(10, 8, 16, 11, 19),
+        Metatile(10, 12, 16, 15, 19),
+        Metatile(10, 8, 20, 11, 23),
+        Metatile(10, 12, 20, 15, 23),
+    ]
+    assert counts["rendered"] == 64
+
+
+def test_cached_tiles_are_skipped_and_the_metatile_holds_only_the_tiles_to_draw() -> None:
+    store, renderer = FakeStore(), FakeRenderer(size=8)
+    for tile in BIG.tiles():
+        if (tile.x, tile.y) not in ((9, 17), (10, 19)):
+            store.tiles[key(tile)] = b"old"
+
+    error, counts = run(renderer, store, refresh=False, chunk=BIG)
+
+    assert (error, counts["rendered"], counts["skipped"]) == (None, 2, 62)
+    # the bounding box of the two tiles, cut into those two only
+    assert [(b, t) for b, t, _ in renderer.blocks] == [
+        (Metatile(10, 9, 17, 10, 19), [TileAddress(10, 9, 17), TileAddress(10, 10, 19)])
+    ]
+    assert sum(data != b"old" for data in store.tiles.values()) == 2
+
+
+def test_nothing_to_draw_draws_no_metatile() -> None:
+    store, renderer = FakeStore(), FakeRenderer(size=8)
+    store.tiles = {key(t): b"old" for t in BIG.tiles()}
+
+    error, counts = run(renderer, store, refresh=False, chunk=BIG)
+
+    assert (error, counts["rendered"], counts["skipped"]) == (None, 0, 64)
+    assert renderer.blocks == []
+
+
+@dataclass(frozen=True)
+class Covered:
+    """A chunk whose ``tiles()`` yields only some of its block (a coverage's, say)."""
+
+    z: int = 10
+    x0: int = 8
+    y0: int = 16
+    keep: frozenset[tuple[int, int]] = frozenset({(8, 16), (9, 16), (8, 17), (15, 23)})
+
+    @property
+    def size(self) -> int:
+        return len(self.keep)
+
+    def tiles(self) -> Iterator[TileAddress]:
+        for tile in BIG.tiles():
+            if (tile.x, tile.y) in self.keep:
+                yield tile
+
+
+def test_only_the_tiles_the_chunk_yields_are_drawn_stored_and_counted() -> None:
+    store, renderer = FakeStore(), FakeRenderer(size=8)
+
+    error, counts = run(renderer, store, chunk=Covered())  # type: ignore[arg-type]
+
+    assert error is None
+    assert counts["rendered"] == 4
+    assert sorted(store.tiles) == sorted(key(TileAddress(10, x, y)) for x, y in Covered.keep)
+    assert [(b, len(t)) for b, t, _ in renderer.blocks] == [(Metatile(10, 8, 16, 15, 23), 4)]
+
+
+def test_a_failed_metatile_stores_none_of_its_tiles_and_stops_the_chunk() -> None:
+    store = FakeStore()
+
+    error, counts = run(FakeRenderer(fail_at=TileAddress(10, 13, 17), size=4), store, chunk=BIG)
+
+    assert error == "zoom 10 chunk 8,16: the raster of style 's' is gone"
+    # the first block (columns 8-11) is stored whole, the failed one (12-15) not at all
+    assert sorted(store.tiles) == sorted(key(t) for t in Metatile(10, 8, 16, 11, 19).tiles())
+    assert counts["rendered"] == 16

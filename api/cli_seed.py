@@ -1,0 +1,99 @@
+"""``mapsvc seed``: pre-tile a layer over a coverage, through the API.
+
+A seeding run is a job of the API (its lock, plan, ceiling and event stream are the API's), so
+the command calls ``GET`` (or, with ``--geojson``, ``POST``) ``/gis-layer-pretile/<layer>`` with
+the caller's key, prints the plan (``--dryrun``) or follows the job's events to its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.mounts import V1_PREFIX
+from shared.settings import Settings
+
+__all__ = ["add_command", "run"]
+
+#: the environment variable holding the API key the command sends
+KEY_ENV = "MAPSVC_KEY"
+
+
+def add_command(sub: Any) -> None:
+    """Add ``seed`` to the ``mapsvc`` argument parser's sub-commands."""
+    seed = sub.add_parser("seed", help="pre-tile a layer over a coverage (through the API)")
+    seed.add_argument("layer", help="the raster layer id")
+    seed.add_argument("--minzoom", type=int, default=None, help="first zoom (API default: 6)")
+    seed.add_argument("--maxzoom", type=int, default=None, help="end zoom, excluded (16)")
+    seed.add_argument("--bbox", help="minx,miny,maxx,maxy")
+    seed.add_argument("--bbox-crs", default=None, help="CRS of --bbox (default EPSG:4326)")
+    seed.add_argument("--geojson", type=Path, help="a file: a GeoJSON (Multi)Polygon or Feature")
+    seed.add_argument("--coverage-layer", help="a vector layer whose polygons are the coverage")
+    seed.add_argument("--where", help="CQL2-text filter of the coverage layer's rows")
+    seed.add_argument("--buffer", type=int, default=None, help="pixels around each tile")
+    seed.add_argument("--format", default=None, help="png (default), webp, jpg, each with @2x")
+    seed.add_argument("--dryrun", action="store_true", help="print the plan, render nothing")
+    seed.add_argument(
+        "--url",
+        default=None,
+        help=f"the API (default: http://127.0.0.1:MAPSVC_PORT{V1_PREFIX})",
+    )
+
+
+def _query(args: argparse.Namespace) -> dict[str, str]:
+    names = ("minzoom", "maxzoom", "bbox", "bbox_crs", "coverage_layer", "where", "buffer")
+    query = {name: str(getattr(args, name)) for name in (*names, "format")}
+    query = {k: v for k, v in query.items() if v != "None"}
+    return query | ({"dryrun": "1"} if args.dryrun else {"async": "1"})
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    for entry in plan["zooms"]:
+        state = "" if entry["tiled"] else " (cut by the cap)"
+        print(f"zoom {entry['zoom']}: {entry['tiles']} tiles{state}")
+    print(f"total: {plan['total']} tiles")
+
+
+def _follow(client: httpx.Client, base: str, job: dict[str, Any]) -> int:
+    """Print the job's event lines until its last; 0 when it succeeded."""
+    print(f"job {job['id']}")
+    with client.stream("GET", f"{base}/jobs/{job['id']}/events", timeout=None) as events:
+        for line in events.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            text = line[len("data: ") :]
+            print(text)
+            if text.startswith("Finish:"):
+                return 0 if text == "Finish:success" else 1
+    return 1
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run ``mapsvc seed``; the exit status (2: the API refused the request)."""
+    base = (args.url or f"http://127.0.0.1:{settings.port}{V1_PREFIX}").rstrip("/")
+    key = os.environ.get(KEY_ENV)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    url = f"{base}/gis-layer-pretile/{args.layer}"
+    with httpx.Client(headers=headers, timeout=60) as client:
+        try:
+            if args.geojson is not None:
+                body = json.loads(args.geojson.read_text())
+                r = client.post(url, params=_query(args), json=body)
+            else:
+                r = client.get(url, params=_query(args))
+        except (OSError, ValueError, httpx.HTTPError) as exc:
+            print(f"seed: {exc}", file=sys.stderr)
+            return 2
+        if r.status_code >= 400:
+            print(f"seed: {r.status_code} {r.text}", file=sys.stderr)
+            return 2
+        if args.dryrun:
+            _print_plan(r.json())
+            return 0
+        return _follow(client, base, r.json())

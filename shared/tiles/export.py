@@ -1,0 +1,482 @@
+"""Export (issue 25): a layer's tiles for a box and zooms as one MBTiles or PMTiles file.
+
+A raster layer's tiles are those ``rtile`` answers, byte for byte: taken from the tile cache
+where they are, else rendered by the renderer pre-tiling uses and stored in the cache too, so
+that an export leaves the cache as a pre-tiling run of the same tiles would (the cache holds a
+layer's tiles until the layer is configured again, so what it holds is fresh). Empty tiles are
+written as well, as ``rtile`` answers them; a PMTiles archive stores them once. A vector
+layer's tiles are those of ``/vtile`` (the same statement, :func:`shared.vector.tiles.vector_tile`,
+read from PostGIS rather than the API's cache), gzipped as MBTiles and PMTiles readers expect;
+a tile without features is left out, as ``/vtile`` answers ``204``.
+
+One process writes an export: the tiles that meet the box (as a
+:class:`~shared.tiles.coverage.Coverage`), zoom by zoom, each zoom along the Hilbert curve of
+PMTiles tile ids (so the archive is clustered), under a temporary name beside the final one,
+renamed once complete (:func:`shared.raster.files.atomic_path`): an export that fails, is
+cancelled or whose process is killed never leaves a file under its final name. Pre-tile a
+large layer first to spread its rendering over every worker process; the export then reads
+the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import itertools
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from pmtiles.tile import zxy_to_tileid
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
+from shared.raster.files import atomic_path
+from shared.settings import Settings, VectorSettings
+from shared.tiles.archives import ARCHIVES, ArchiveInfo, open_archive
+from shared.tiles.coverage import Block, Coverage
+from shared.tiles.encoding import Encoding, empty_tile
+from shared.tiles.formats import TileFormat, TileVariant
+from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
+from shared.tiles.pretile import check_zooms, plan_pretile
+from shared.tiles.render import TileRenderer
+from shared.tiles.store import TileStore, tile_key
+from shared.tiles.styles import read_style
+from shared.vector.catalog import Catalogue, VectorLayer
+from shared.vector.db import make_engine
+from shared.vector.query import LayerQuery
+from shared.vector.tiles import vector_tile
+
+__all__ = [
+    "ARCHIVES",
+    "RASTER_FORMATS",
+    "ExportJob",
+    "Progress",
+    "export_file",
+    "export_folder",
+    "export_layer",
+    "export_name",
+    "is_raster_layer",
+    "plan_export",
+    "tile_format_of",
+    "tiles_in_order",
+]
+
+#: the tile formats of raster exports; vector exports are ``mvt``
+RASTER_FORMATS = tuple(f.value for f in TileFormat)
+_LAT_LIMIT = 85.0511287798066
+#: an export's name: the id of the job that wrote it, and its format
+_NAME = re.compile(rf"^[0-9a-f]{{8}}(-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}\.({'|'.join(ARCHIVES)})$")
+#: seconds between two progress lines (each one also sees a cancellation)
+_PROGRESS_S = 1.0
+#: vector tiles made at once (one database connection each)
+_VECTOR_AT_ONCE = 4
+#: gzip level of vector tiles: an archive is written once and read many times
+_GZIP_LEVEL = 6
+
+
+class Progress(Protocol):
+    """Where an export reports (a job's :class:`~shared.jobs.JobReporter`, the CLI's printer)."""
+
+    def line(self, text: str, *, progress: float | None = None) -> None:
+        """Report a line; raises :class:`~shared.errors.JobCancelledError` when cancelled."""
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """What to export: a layer, its tiles' format, a box (EPSG:4326) and zooms (end excluded);
+    without a box or an end zoom, the layer's bounds and one past its own maxzoom."""
+
+    layer: str
+    vector: bool
+    archive: str
+    tile_format: str
+    bbox: list[float] | None
+    minzoom: int
+    maxzoom: int | None
+    lang: str = ""
+    #: where the file is downloaded from, for the result (the API's URL; none from the CLI)
+    url: str = ""
+
+    def within(self, bounds: list[float], own_maxzoom: int) -> ExportJob:
+        """The job with the layer's ``bounds`` and ``own_maxzoom`` where it names none."""
+        maxzoom = self.maxzoom or min(own_maxzoom, MAX_ZOOM) + 1
+        return replace(self, bbox=self.bbox or bounds, maxzoom=maxzoom)
+
+    @property
+    def area(self) -> tuple[list[float], int]:
+        """The box and the end zoom (once :meth:`within` gave the defaults)."""
+        assert self.bbox is not None
+        assert self.maxzoom is not None
+        return self.bbox, self.maxzoom
+
+
+def tile_format_of(asked: str | None, vector: bool) -> str:
+    """The tiles' format of an export: ``asked`` (``jpeg`` is ``jpg``), else the layer's
+    default (``png``, or ``mvt`` for a vector layer).
+
+    Raises:
+        InvalidInputError: a format the layer's kind has not (``parameter``: ``tile_format``).
+    """
+    if vector:
+        if asked not in (None, "mvt"):
+            raise InvalidInputError(
+                "a vector layer's tiles are mvt", parameter="tile_format", value=asked
+            )
+        return "mvt"
+    if asked == "mvt":
+        raise InvalidInputError(
+            f"a raster layer's tiles are one of {', '.join(RASTER_FORMATS)}",
+            parameter="tile_format",
+            value=asked,
+        )
+    try:
+        return TileFormat.from_extension(asked or "png").value
+    except InvalidInputError as exc:
+        raise InvalidInputError(exc.message, parameter="tile_format", value=asked) from None
+
+
+def export_folder(exports: Path, layer: str) -> Path:
+    """The folder of a layer's exports under ``exports``: named by a hash of the layer id, so
+    that any id (``schema.table`` of any characters) is one safe folder name."""
+    return exports / hashlib.sha256(layer.encode()).hexdigest()[:32]
+
+
+def export_name(job_id: str, archive: str) -> str:
+    """The file name of the export a job writes."""
+    return f"{job_id}.{archive}"
+
+
+def export_file(exports: Path, layer: str, name: str) -> Path:
+    """The export ``name`` of ``layer``.
+
+    Raises:
+        NotFoundError: ``name`` is not an export's name, or no export of the layer has it (an
+            export being written has another name until it is complete).
+    """
+    path = export_folder(exports, layer) / name
+    if not _NAME.fullmatch(name) or not path.is_file():
+        raise NotFoundError(f"no export {name[:80]!r} of this layer", parameter="name")
+    return path
+
+
+def _box_tiles(bbox: list[float], z: int) -> int:
+    """The number of tiles of zoom ``z`` that overlap ``bbox`` (its tile range's)."""
+    west, south, east, north = bbox
+    top_left = TMS.tile(west, min(north, _LAT_LIMIT), z)
+    # a hair inside, so that a box ending on a tile edge does not take the next tile
+    bottom_right = TMS.tile(east - 1e-9, max(south, -_LAT_LIMIT) + 1e-9, z)
+    return (bottom_right.x - top_left.x + 1) * (bottom_right.y - top_left.y + 1)
+
+
+def plan_export(bbox: list[float], minzoom: int, maxzoom: int, max_tiles: int) -> dict[str, Any]:
+    """The tiles per zoom of an export of ``bbox`` (pre-tiling's plan), at most ``max_tiles``.
+
+    The cap is checked first on the box's tile ranges, in constant time a zoom, so that a
+    refused export costs nothing; the plan of an accepted one walks at most its own tiles.
+
+    Raises:
+        InvalidInputError: the zooms are bad.
+        UnprocessableError: the export is above ``max_tiles``; its detail holds the plan.
+    """
+    check_zooms(minzoom, maxzoom)
+    zooms = [{"zoom": z, "tiles": _box_tiles(bbox, z)} for z in range(minzoom, maxzoom)]
+    total = sum(entry["tiles"] for entry in zooms)
+    if total > max_tiles:
+        raise UnprocessableError(
+            f"the export is {total} tiles, above the cap of {max_tiles} tiles: choose a lower"
+            " maxzoom or a smaller bbox (each zoom has four times the tiles of the one before)",
+            plan={"minzoom": minzoom, "maxzoom": maxzoom, "zooms": zooms, "total": total},
+        )
+    return plan_pretile(Coverage.box(bbox), minzoom, maxzoom, cap=max_tiles, ceiling=max_tiles)
+
+
+def tiles_in_order(z: int, coverage: Coverage) -> Iterator[TileAddress]:
+    """The tiles of zoom ``z`` that meet ``coverage``, in PMTiles tile id order.
+
+    The coverage gives them by blocks of up to 8 x 8 tiles (the tiles under one tile of a
+    lower zoom, found walking the pyramid from its top); the tiles under one tile are one stretch
+    of the Hilbert curve, so the blocks are put in the order of those tiles' ids, and each
+    block's tiles in theirs: no list of a zoom's tiles is held, only of its blocks.
+    """
+    level = max(0, z - 3)
+    span = 1 << (z - level)
+
+    def block_id(block: Block) -> int:
+        return zxy_to_tileid(level, block.x0 // span, block.y0 // span)
+
+    for block in sorted(coverage.blocks(z, span), key=block_id):
+        width = block.x1 - block.x0 + 1
+        tiles = [
+            TileAddress(z, x, y)
+            for y in range(block.y0, block.y1 + 1)
+            for x in range(block.x0, block.x1 + 1)
+            if block.mask is None or block.mask >> ((y - block.y0) * width + x - block.x0) & 1
+        ]
+        yield from sorted(tiles, key=lambda t: zxy_to_tileid(t.z, t.x, t.y))
+
+
+class _Tiles(Protocol):
+    """The tiles of an export, a batch at a time; ``b""`` for a tile left out."""
+
+    counts: dict[str, int]
+    batch: int
+
+    def get(self, tiles: list[TileAddress]) -> list[bytes]:
+        """The tiles' bytes, in order."""
+
+
+#: tiles from the cache, rendered (``empty``: of those, with nothing drawn), outside the layer
+_RASTER_COUNTS = ("cached", "rendered", "empty", "outside")
+
+
+@dataclass
+class _RasterTiles:
+    """A raster layer's tiles as ``rtile`` answers them: cached, else rendered and cached."""
+
+    renderer: TileRenderer
+    store: TileStore
+    style: str
+    lang: str
+    tile_format: TileFormat
+    encoding: Encoding
+    bounds: list[float] | None
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_RASTER_COUNTS, 0))
+    batch: int = 64
+
+    def get(self, tiles: list[TileAddress]) -> list[bytes]:
+        """The tiles' bytes, in order."""
+        return [self._tile(tile) for tile in tiles]
+
+    def _tile(self, tile: TileAddress) -> bytes:
+        if self.bounds is not None and not tile.intersects(self.bounds):
+            self.counts["outside"] += 1  # empty, as the tile service answers it, not stored
+            return empty_tile(self.tile_format, self.renderer.tile_size)
+        key = tile_key(self.style, self.lang, tile, TileVariant(self.tile_format))
+        cached = self.store.get(key)
+        if cached is not None:
+            self.counts["cached"] += 1
+            return cached
+        codec = self.encoding.codec(self.tile_format)
+        rendered = self.renderer.render_tile(self.style, self.lang, tile, codec)
+        self.store.put(key, rendered.data)
+        self.counts["rendered"] += 1
+        self.counts["empty"] += rendered.empty
+        return rendered.data
+
+
+@dataclass
+class _VectorTiles:
+    """A vector layer's tiles as ``/vtile`` makes them, gzipped; ``b""`` without features."""
+
+    runner: asyncio.Runner
+    engine: AsyncEngine
+    layer: VectorLayer
+    settings: VectorSettings
+    counts: dict[str, int] = field(default_factory=lambda: {"made": 0, "without_features": 0})
+    batch: int = _VECTOR_AT_ONCE
+
+    def get(self, tiles: list[TileAddress]) -> list[bytes]:
+        """The tiles' bytes, in order, made a few at a time."""
+        datas = self.runner.run(self._get(tiles))
+        for data in datas:
+            self.counts["made" if data else "without_features"] += 1
+        return [gzip.compress(data, _GZIP_LEVEL, mtime=0) if data else b"" for data in datas]
+
+    async def _get(self, tiles: list[TileAddress]) -> list[bytes]:
+        made = (
+            vector_tile(
+                self.engine,
+                self.layer,
+                LayerQuery(),
+                tile,
+                max_features=self.settings.vtile_max_features,
+                timeout_ms=self.settings.statement_timeout_ms,
+            )
+            for tile in tiles
+        )
+        return list(await asyncio.gather(*made))
+
+
+def _field_type(sql_type: str) -> str:
+    """A field's type as MBTiles' ``vector_layers`` names it."""
+    if sql_type in ("boolean", "bool"):
+        return "Boolean"
+    if re.match(r"(small|big)?int|integer|numeric|real|double|float|decimal", sql_type):
+        return "Number"
+    return "String"
+
+
+def _info(job: ExportJob, name: str, tile_format: str, layer: VectorLayer | None) -> ArchiveInfo:
+    """The archive's metadata: name, format, bounds, center, zooms, and its vector layer."""
+    (w, s, e, n), end = job.area
+    s, n = max(s, -_LAT_LIMIT), min(n, _LAT_LIMIT)
+    maxzoom = end - 1
+    info: ArchiveInfo = {
+        "name": name,
+        "format": tile_format,
+        "type": "overlay",
+        "bounds": [w, s, e, n],
+        "center": [round((w + e) / 2, 7), round((s + n) / 2, 7), job.minzoom],
+        "minzoom": job.minzoom,
+        "maxzoom": maxzoom,
+    }
+    if layer is not None:
+        fields = {f: _field_type(t) for f, t in layer.fields.items()}
+        info["vector_layers"] = [
+            {"id": layer.id, "fields": fields, "minzoom": job.minzoom, "maxzoom": maxzoom}
+        ]
+    return info
+
+
+@dataclass
+class _Pace:
+    """Progress lines at most every :data:`_PROGRESS_S`: done/total, the rate."""
+
+    progress: Progress
+    total: int
+    started: float = field(default_factory=time.monotonic)
+    last: float = field(default_factory=time.monotonic)
+    done: int = 0
+
+    def add(self, z: int, tiles: int, zoom_done: int, zoom_total: int) -> None:
+        self.done += tiles
+        now = time.monotonic()
+        if now - self.last < _PROGRESS_S and zoom_done < zoom_total:
+            return
+        self.last = now
+        rate = self.done / max(now - self.started, 1e-6)
+        self.progress.line(
+            f"Zoom {z}: {zoom_done}/{zoom_total} tiles; {self.done}/{self.total} in all,"
+            f" {rate:.1f} tiles/s",
+            progress=self.done / self.total if self.total else 1.0,
+        )
+
+
+def _batches(tiles: Iterator[TileAddress], size: int) -> Iterator[list[TileAddress]]:
+    while batch := list(itertools.islice(tiles, size)):
+        yield batch
+
+
+def _write(
+    job: ExportJob,
+    source: _Tiles,
+    info: ArchiveInfo,
+    path: Path,
+    progress: Progress,
+    max_tiles: int,
+) -> dict[str, Any]:
+    """Write the export to ``path`` (renamed there once complete): its summary."""
+    bbox, maxzoom = job.area
+    coverage = Coverage.box(bbox)
+    plan = plan_export(bbox, job.minzoom, maxzoom, max_tiles)
+    title = f"{job.layer}: zooms {job.minzoom}-{maxzoom - 1}, {plan['total']} tiles"
+    progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
+    pace = _Pace(progress, plan["total"])
+    written = 0
+    with atomic_path(path) as tmp:
+        archive = open_archive(tmp, job.archive, job.tile_format)
+        try:
+            for entry in plan["zooms"]:
+                z, zoom_done = entry["zoom"], 0
+                for batch in _batches(tiles_in_order(z, coverage), source.batch):
+                    for tile, data in zip(batch, source.get(batch), strict=True):
+                        if data:
+                            archive.add(tile, data)
+                            written += 1
+                    zoom_done += len(batch)
+                    pace.add(z, len(batch), zoom_done, entry["tiles"])
+            if not written:
+                raise UnprocessableError(
+                    f"no tile of layer {job.layer} has data in the bbox and zooms",
+                    bbox=bbox,
+                )
+            archive.close(info)
+        except BaseException:
+            archive.abort()
+            raise
+    size = path.stat().st_size
+    progress.line(f"Done: {written} tiles, {size} bytes in {path.name}")
+    return {
+        "layer": job.layer,
+        "format": job.archive,
+        "tile_format": job.tile_format,
+        "file": path.name,
+        "url": job.url or None,
+        "bytes": size,
+        "tiles": written,
+        **source.counts,
+        "minzoom": job.minzoom,
+        "maxzoom": maxzoom,
+        "bounds": info["bounds"],
+        "plan": plan,
+    }
+
+
+def export_layer(
+    settings: Settings,
+    job: ExportJob,
+    path: Path,
+    progress: Progress,
+    *,
+    renderer: TileRenderer,
+    store: TileStore,
+) -> dict[str, Any]:
+    """Export ``job`` to ``path`` (written aside, renamed once complete): the summary.
+
+    Args:
+        settings: the settings (the tile cap, encodings, the database of vector layers).
+        job: what to export.
+        path: the file to write.
+        progress: where the progress lines go (they see a cancellation).
+        renderer: renders the raster tiles the cache lacks.
+        store: the tile cache read (and filled) for raster tiles.
+
+    Raises:
+        NotFoundError: no such layer.
+        InvalidInputError: bad zooms or tile format.
+        UnprocessableError: above the tile cap, or no tile with data.
+        JobCancelledError: cancelled (nothing is left under ``path``).
+    """
+    max_tiles = settings.tiles.pretile_max_tiles
+    job = replace(job, tile_format=tile_format_of(job.tile_format, job.vector))
+    if not job.vector:
+        style = read_style(renderer.mapnik_dir, job.layer)
+        job = job.within(style.footprint, style.maxzoom)
+        tile_format = TileFormat.from_extension(job.tile_format)
+        raster = _RasterTiles(
+            renderer,
+            store,
+            job.layer,
+            job.lang,
+            tile_format,
+            Encoding.from_settings(settings.tiles),
+            style.bounds,
+        )
+        info = _info(job, style.title, tile_format.value, None)
+        return _write(job, raster, info, path, progress, max_tiles)
+    with asyncio.Runner() as runner:
+        engine = make_engine(settings, connections=_VECTOR_AT_ONCE)
+        try:
+            vector = settings.vector
+            catalogue = Catalogue(list(vector.schemas), vector.config, vector.catalog_ttl_s)
+            layer = runner.run(catalogue.layer(engine, job.layer))
+            job = job.within(layer.bounds, layer.maxzoom)
+            tiles = _VectorTiles(runner, engine, layer, vector)
+            info = _info(job, layer.id, "pbf", layer)
+            return _write(job, tiles, info, path, progress, max_tiles)
+        finally:
+            runner.run(engine.dispose())
+
+
+def is_raster_layer(mapnik_dir: Path, layer: str) -> bool:
+    """Whether ``layer`` names a raster layer (else it may name a vector layer)."""
+    try:
+        read_style(mapnik_dir, layer)
+    except (InvalidInputError, NotFoundError):
+        return False
+    return True

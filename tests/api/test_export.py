@@ -1,0 +1,280 @@
+"""Export to MBTiles and PMTiles (issue 25), on a real worker, read by readers nobody here
+wrote: GDAL's MBTiles driver (raster and vector), Protomaps' ``pmtiles`` reader."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import rasterio
+import redis
+from pmtiles.reader import MmapSource, Reader
+from pmtiles.tile import TileType
+from starlette.testclient import TestClient
+
+from shared.settings import Settings
+from shared.tiles.coverage import Coverage
+from shared.tiles.export import export_folder, tiles_in_order
+from shared.tiles.grid import TileAddress
+from shared.tiles.styles import read_style
+from tests.checks import AUTH, assert_error
+from tests.conftest import POINTS, app_client, run_mapsvc
+from tests.interop.gdal import run
+from tests.jobs import job_lines, wait_running, wait_state
+from tests.layers import RGB, decode, own_layer, tile_url
+
+pytestmark = pytest.mark.worker
+
+EXPORT = "/api-user/gis-layer-export"
+POINTS_LAYER = "public.test_points"
+#: the Landsat scene's zooms 8 and 9 (the end, 10, excluded)
+ZOOMS = "minzoom=8&maxzoom=10"
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, worker: subprocess.Popen[bytes]) -> Iterator[TestClient]:
+    with app_client(settings) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def scene(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> str:
+    return own_layer(settings, rdb, RGB, "export", "scene.tif")
+
+
+def export(api: TestClient, layer: str, query: str) -> dict[str, Any]:
+    r = api.get(f"{EXPORT}/{layer}?{query}")
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def exported(settings: Settings, result: dict[str, Any]) -> Path:
+    return export_folder(settings.dirs.exports, result["layer"]) / result["file"]
+
+
+@pytest.fixture(scope="module")
+def scene_mbtiles(api: TestClient, settings: Settings, scene: str) -> dict[str, Any]:
+    return export(api, scene, f"format=mbtiles&{ZOOMS}")
+
+
+def rendered(api: TestClient, style: str, tile: TileAddress) -> np.ndarray:
+    """The tile ``rtile`` renders afresh (``nocache=1``), decoded."""
+    r = api.get(tile_url(style, tile.z, tile.x, tile.y, "?nocache=1"))
+    assert r.status_code == 200
+    return decode(r.content)
+
+
+def test_raster_mbtiles_mosaics_in_gdal_equal_to_the_rtile_tiles(
+    api: TestClient, settings: Settings, scene: str, scene_mbtiles: dict[str, Any], tmp_path: Path
+) -> None:
+    result = scene_mbtiles
+    path = exported(settings, result)
+    assert result["url"] == f"{EXPORT}/{scene}/files/{result['file']}"
+    assert (result["format"], result["tile_format"], result["maxzoom"]) == ("mbtiles", "png", 10)
+    assert result["tiles"] == result["plan"]["total"] == result["rendered"] + result["outside"]
+    assert result["cached"] == 0
+    info = run("gdalinfo", str(path))
+    assert "Driver: MBTiles/MBTiles" in info
+    tif = tmp_path / "z9.tif"
+    run("gdal_translate", "-q", "-of", "GTiff", str(path), str(tif))
+    with rasterio.open(tif) as ds:
+        mosaic, transform = ds.read(), ds.transform
+    assert mosaic.shape[0] == 4  # RGBA, as the PNG tiles
+    assert transform.a == pytest.approx(40075016.68557849 / 256 / 2**9)  # zoom 9, the last
+    compared = 0
+    for tile in tiles_in_order(9, Coverage.box(result["bounds"])):
+        left, _, _, top = tile.bounds_3857()
+        col, row = (
+            round((left - transform.c) / transform.a),
+            round((transform.f - top) / transform.a),
+        )
+        # the part of the tile inside GDAL's extent (the bounds cut the tiles at the edges)
+        c0, r0 = max(col, 0), max(row, 0)
+        c1, r1 = min(col + 256, mosaic.shape[2]), min(row + 256, mosaic.shape[1])
+        expected = rendered(api, scene, tile)[:, r0 - row : r1 - row, c0 - col : c1 - col]
+        assert np.array_equal(mosaic[:, r0:r1, c0:c1], expected), tile
+        compared += (r1 - r0) * (c1 - c0)
+    assert compared == mosaic.shape[1] * mosaic.shape[2]  # every pixel, once
+
+
+def test_raster_export_takes_cached_tiles_and_fills_the_cache(
+    api: TestClient, settings: Settings, scene: str, scene_mbtiles: dict[str, Any]
+) -> None:
+    # the first export rendered its tiles and stored them: rtile serves them from the cache
+    tile = next(tiles_in_order(9, Coverage.box(scene_mbtiles["bounds"])))
+    r = api.get(tile_url(scene, tile.z, tile.x, tile.y))
+    assert r.headers["X-Cache"] == "HIT"
+    again = export(api, scene, f"format=pmtiles&{ZOOMS}")
+    assert again["rendered"] == 0
+    assert again["cached"] + again["outside"] == again["tiles"] == scene_mbtiles["tiles"]
+    with exported(settings, again).open("rb") as f:
+        assert Reader(MmapSource(f)).get(tile.z, tile.x, tile.y) == r.content
+
+
+def test_pmtiles_reader_reads_the_archive_and_identical_tiles_are_stored_once(
+    api: TestClient, settings: Settings, scene: str
+) -> None:
+    # a box well beyond the scene: most of its tiles are empty, and identical
+    bbox = "-80.5,22,-74.5,27.5"
+    result = export(api, scene, f"format=pmtiles&{ZOOMS}&bbox={bbox}")
+    with exported(settings, result).open("rb") as f:
+        reader = Reader(MmapSource(f))
+        header, metadata = reader.header(), reader.metadata()
+        assert (header["min_zoom"], header["max_zoom"]) == (8, 9)
+        assert header["tile_type"] == TileType.PNG
+        assert header["clustered"]
+        w, s, e, n = (
+            header[k] / 1e7 for k in ("min_lon_e7", "min_lat_e7", "max_lon_e7", "max_lat_e7")
+        )
+        assert [round(v, 6) for v in (w, s, e, n)] == [-80.5, 22.0, -74.5, 27.5]
+        assert (metadata["format"], metadata["minzoom"], metadata["maxzoom"]) == ("png", 8, 9)
+        assert header["addressed_tiles_count"] == result["tiles"] == result["plan"]["total"]
+        assert header["tile_contents_count"] < header["addressed_tiles_count"]
+        assert result["outside"] > header["addressed_tiles_count"] // 2
+        inside = next(
+            tiles_in_order(9, Coverage.box(read_style(settings.dirs.mapnik, scene).footprint))
+        )
+        tile = reader.get(inside.z, inside.x, inside.y)
+        assert np.array_equal(decode(tile), rendered(api, scene, inside))
+        assert tile == api.get(tile_url(scene, inside.z, inside.x, inside.y)).content
+
+
+def test_vector_mbtiles_is_read_by_ogr(
+    api: TestClient, settings: Settings, vector_tables: str
+) -> None:
+    result = export(api, POINTS_LAYER, "minzoom=0&maxzoom=1")
+    assert (result["tile_format"], result["tiles"], result["made"]) == ("mvt", 1, 1)
+    path = str(exported(settings, result))
+    summary = run("ogrinfo", "-ro", "-al", "-so", path)
+    assert f"Layer name: {POINTS_LAYER}" in summary
+    assert f"Feature Count: {POINTS}" in summary
+    one = run("ogrinfo", "-ro", "-al", "-q", "-where", "name = 'point 5'", path)
+    assert re.search(r"value \(\w+\) = 5(\.0+)?\n", one), one
+    assert re.search(r"kind \(String\) = house\n", one), one
+    x = float(re.findall(r"POINT \((\S+) ", one)[0])
+    assert abs(x - -556597.45) < 40075016.69 / 4096  # lon -5 in metres, within a tile unit
+
+
+def test_vector_export_without_data_in_the_box_fails_clearly(
+    api: TestClient, vector_tables: str
+) -> None:
+    r = api.get(f"{EXPORT}/{POINTS_LAYER}?minzoom=5&maxzoom=6&bbox=100,-40,110,-30")
+    assert r.status_code == 422
+    assert "no tile" in assert_error(r.json(), "unprocessable")["message"]
+    r = api.get(f"{EXPORT}/{POINTS_LAYER}?tile_format=png")
+    assert r.status_code == 400
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "tile_format"
+
+
+def test_an_export_above_the_cap_is_422_with_the_plan(api: TestClient, scene: str) -> None:
+    r = api.get(f"{EXPORT}/{scene}?minzoom=0&maxzoom=25&bbox=-180,-85,180,85")
+    assert r.status_code == 422
+    plan = assert_error(r.json(), "unprocessable")["detail"]["plan"]
+    assert [z["zoom"] for z in plan["zooms"]] == list(range(25))
+    assert api.get(f"{EXPORT}/{scene}?minzoom=9&maxzoom=9").status_code == 400
+
+
+def test_download_answers_ranges(
+    api: TestClient, settings: Settings, scene: str, live_server: str
+) -> None:
+    result = export(api, scene, f"format=pmtiles&{ZOOMS}")
+    url = f"{live_server}{result['url']}"
+    r = httpx.get(url, headers={**AUTH, "Range": "bytes=0-126"})
+    assert r.status_code == 206
+    assert r.headers["content-range"] == f"bytes 0-126/{result['bytes']}"
+    assert r.content[:8] == b"PMTiles\x03"
+    assert len(r.content) == 127
+    whole = httpx.get(url, headers=AUTH)
+    assert whole.content == exported(settings, result).read_bytes()
+    assert whole.headers["content-type"] == "application/vnd.pmtiles"
+
+
+def limited_key(api: TestClient, role: str, layers: list[str]) -> dict[str, str]:
+    body = {"name": f"export-{role}", "role": role, "layers": layers}
+    r = api.post("/api-user/api-keys", json=body)
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['key']}"}
+
+
+def test_exports_of_a_hidden_layer_and_of_another_layer_are_404(
+    api: TestClient,
+    settings: Settings,
+    rdb: redis.Redis,
+    raster_dir: Path,
+    scene: str,
+    scene_mbtiles: dict[str, Any],
+) -> None:
+    other = own_layer(settings, rdb, RGB, "export", "other.tif")
+    other_export = export(api, other, "minzoom=8&maxzoom=9")
+    reader = limited_key(api, "reader", [scene])
+    operator = limited_key(api, "operator", [scene])
+    mine = api.get(scene_mbtiles["url"], headers=reader)
+    assert mine.status_code == 200
+    assert mine.content == exported(settings, scene_mbtiles).read_bytes()
+    for headers in (reader, operator):
+        r = api.get(other_export["url"], headers=headers)
+        assert r.status_code == 404
+        assert other not in r.text
+    assert api.get(f"{EXPORT}/{other}?minzoom=8&maxzoom=9", headers=operator).status_code == 404
+    # a name of another layer's export, under this layer: not this layer's (to the admin too)
+    r = api.get(f"{EXPORT}/{scene}/files/{other_export['file']}")
+    assert r.status_code == 404
+    assert assert_error(r.json(), "not-found")["detail"] == {"parameter": "name"}
+    for name in ("x.mbtiles", f"{other_export['file']}.tmp", f".{other_export['file']}", "%2e%2e"):
+        assert api.get(f"{EXPORT}/{scene}/files/{name}").status_code == 404, name
+
+
+def test_a_cancelled_export_leaves_no_file_under_its_final_name(
+    api: TestClient, settings: Settings, rdb: redis.Redis, raster_dir: Path
+) -> None:
+    world = own_layer(settings, rdb, "single/world.rgb.tif", "export", "world.tif")
+    r = api.get(f"{EXPORT}/{world}?format=mbtiles&minzoom=0&maxzoom=8&async=1")
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    final = export_folder(settings.dirs.exports, world) / f"{job_id}.mbtiles"
+    assert wait_running(api, job_id)["state"] == "running"
+    deadline = time.monotonic() + 60
+    while not any("Zoom" in line for line in job_lines(rdb, job_id)):
+        assert time.monotonic() < deadline
+        assert not final.exists()
+        time.sleep(0.1)
+    written = list(final.parent.iterdir())
+    assert [p.name.endswith(".tmp") and job_id in p.name for p in written] == [True]
+    assert not final.exists()
+    assert api.delete(f"/api-user/jobs/{job_id}").status_code == 202  # stops at its next line
+    assert wait_state(api, job_id, timeout=60)["state"] == "cancelled"
+    assert not final.exists()
+    assert list(final.parent.iterdir()) == []  # the temporary file is gone too
+
+
+def test_cli_exports_a_pmtiles_archive(settings: Settings, scene: str, tmp_path: Path) -> None:
+    out = tmp_path / "scene.pmtiles"
+    done = run_mapsvc(
+        settings,
+        "export",
+        scene,
+        "--format",
+        "pmtiles",
+        "--minzoom",
+        "8",
+        "--maxzoom",
+        "10",
+        "--out",
+        str(out),
+        check=True,
+    )
+    assert f"{out}:" in done.stdout
+    assert "Zoom 9:" in done.stderr
+    with out.open("rb") as f:
+        header = Reader(MmapSource(f)).header()
+    assert (header["min_zoom"], header["max_zoom"]) == (8, 9)
+    assert header["tile_type"] == TileType.PNG
+    assert [p.name for p in tmp_path.iterdir()] == ["scene.pmtiles"]
