@@ -197,7 +197,7 @@ async def _body(request: Request, model: type[BaseModel], media: str) -> BaseMod
     if media == "application/json":
         try:
             data = json.loads(await request.body() or b"null")
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # (nested past Python's depth)
             raise InvalidInputError("the body is not JSON", parameter="body") from None
     else:
         form = await request.form()

@@ -9,6 +9,7 @@ import uuid
 from typing import Literal
 
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
@@ -116,7 +117,8 @@ async def get_layer_export(request: Request, query: ExportQuery) -> Response:
         link(request, path),
     ).within(bounds, own_maxzoom)
     bbox, maxzoom = job.area
-    plan_export(bbox, job.minzoom, maxzoom, svc.settings.tiles.pretile_max_tiles)  # 422 now
+    cap = svc.settings.tiles.pretile_max_tiles
+    await run_in_threadpool(plan_export, bbox, job.minzoom, maxzoom, cap)  # 422 now
     params = dataclasses.asdict(job)
     return await svc.jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
 

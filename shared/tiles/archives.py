@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -103,6 +104,10 @@ class PMTilesArchive:
     def __init__(self, path: Path, tile_format: str) -> None:
         self.file: BinaryIO = path.open("wb")
         self.writer = Writer(self.file)  # type: ignore[no-untyped-call]
+        # the writer keeps the tiles in a temporary file until the end: beside the archive (the
+        # work dir's disk), not in $TMPDIR (perhaps memory)
+        self.writer.tile_f.close()
+        self.writer.tile_f = tempfile.TemporaryFile(dir=path.parent)
         self.tile_type = _PMTILES_TYPES[tile_format]
 
     def add(self, tile: TileAddress, data: bytes) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -53,7 +54,7 @@ __all__ = [
 MAX_VERTICES = 10_000
 #: most tiles along a coverage's edge at one zoom that a plan counts (a zoom with more has more
 #: tiles than a run's cap: it is cut, or refused as a first zoom, uncounted)
-MAX_EDGE = 1 << 16
+MAX_EDGE = 1 << 14
 #: most pixels of a coverage's buffer (a tile's side)
 MAX_BUFFER = 256
 _TILE_PX = 256
@@ -235,13 +236,16 @@ class Coverage:
         held: np.ndarray = shapely.covers(self.geometry, shapely.box(w, s, e, n))
         return held
 
-    def _walk(self, level: int, zoom: int, max_edge: int | None = None) -> _Tree | None:
+    def _walk(
+        self, level: int, zoom: int, max_edge: int | None = None, deadline: float | None = None
+    ) -> _Tree | None:
         """The tiles of levels 0..``level`` that meet it grown by the buffer of ``zoom``: per
         level, those held whole (their subtrees not walked) and those on its edge.
 
         With ``max_edge``, None as soon as a level's edge holds more tiles than that: the walk
         then never tests more than four times ``max_edge`` tiles at once, however large the
-        level (a long edge at zoom 24 has millions).
+        level (a long edge at zoom 24 has millions); with ``deadline`` (``time.monotonic()``),
+        None once it has passed (a polygon of many vertices costs more a tile).
         """
         x = y = np.zeros(1, dtype=np.int64)
         tree = _Tree(level)
@@ -256,12 +260,15 @@ class Coverage:
             x, y = x[~held], y[~held]
             if max_edge is not None and len(x) > max_edge:
                 return None
+            if deadline is not None and time.monotonic() > deadline:
+                return None
         return tree
 
-    def count(self, zoom: int) -> int | None:
+    def count(self, zoom: int, deadline: float | None = None) -> int | None:
         """The number of tiles of ``zoom`` that meet it; None when its edge alone is more than
-        :data:`MAX_EDGE` tiles (so is the count): too many to count in a request."""
-        tree = self._walk(zoom, zoom, MAX_EDGE)
+        :data:`MAX_EDGE` tiles (so is the count), or when ``deadline`` passed: too many to count
+        in a request."""
+        tree = self._walk(zoom, zoom, MAX_EDGE, deadline)
         return None if tree is None else tree.total()
 
     def blocks(self, zoom: int, side: int, start: int = 0) -> Iterator[Block]:
@@ -382,6 +389,14 @@ def _buffer(pixels: int) -> int:
     return pixels
 
 
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float (an integer of 400 digits is not one)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _ring(ring: Any, parameter: str) -> list[tuple[float, float]]:
     """A linear ring's positions, checked."""
     if not isinstance(ring, list) or len(ring) < 4:
@@ -394,7 +409,7 @@ def _ring(ring: Any, parameter: str) -> list[tuple[float, float]]:
             not isinstance(position, list)
             or not 2 <= len(position) <= 3
             or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in position)
-            or not all(math.isfinite(v) for v in position)
+            or not all(_finite(v) for v in position)
         ):
             raise InvalidInputError(
                 "a position must be 2 or 3 finite numbers (longitude, latitude)",

@@ -71,6 +71,10 @@ RASTER_FORMATS = tuple(f.value for f in TileFormat)
 _LAT_LIMIT = 85.0511287798066
 #: an export's name: the id of the job that wrote it, and its format
 _NAME = re.compile(rf"^[0-9a-f]{{8}}(-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}\.({'|'.join(ARCHIVES)})$")
+#: exports kept per layer: a new export removes the oldest beyond these (disk is bounded)
+KEEP_EXPORTS = 5
+#: seconds after which a partial file (``.<name>.<random>.tmp``) is an export that died
+_STALE_S = 24 * 3600
 #: seconds between two progress lines (each one also sees a cancellation)
 _PROGRESS_S = 1.0
 #: vector tiles made at once (one database connection each)
@@ -192,7 +196,13 @@ def plan_export(bbox: list[float], minzoom: int, maxzoom: int, max_tiles: int) -
             " maxzoom or a smaller bbox (each zoom has four times the tiles of the one before)",
             plan={"minzoom": minzoom, "maxzoom": maxzoom, "zooms": zooms, "total": total},
         )
-    return plan_pretile(Coverage.box(bbox), minzoom, maxzoom, cap=max_tiles, ceiling=max_tiles)
+    plan = plan_pretile(Coverage.box(bbox), minzoom, maxzoom, cap=max_tiles, ceiling=max_tiles)
+    if plan["cut"] or plan["over_ceiling"]:  # a zoom too long to plan (a box thin and wide)
+        raise UnprocessableError(
+            "the export's zooms cannot all be planned: choose a lower maxzoom or a smaller bbox",
+            plan=plan,
+        )
+    return plan
 
 
 def tiles_in_order(z: int, coverage: Coverage) -> Iterator[TileAddress]:
@@ -362,6 +372,19 @@ def _batches(tiles: Iterator[TileAddress], size: int) -> Iterator[list[TileAddre
         yield batch
 
 
+def _prune(folder: Path) -> None:
+    """Make room for one more export of a layer: its oldest exports beyond
+    :data:`KEEP_EXPORTS` and the partial files of exports that died are removed."""
+    if not folder.is_dir():
+        return
+    done = sorted(
+        (p for p in folder.iterdir() if _NAME.fullmatch(p.name)), key=lambda p: p.stat().st_mtime
+    )
+    stale = [p for p in folder.glob(".*.tmp") if time.time() - p.stat().st_mtime > _STALE_S]
+    for old in [*done[: max(0, len(done) - KEEP_EXPORTS + 1)], *stale]:
+        old.unlink(missing_ok=True)
+
+
 def _write(
     job: ExportJob,
     source: _Tiles,
@@ -378,6 +401,7 @@ def _write(
     progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
     pace = _Pace(progress, plan["total"])
     written = 0
+    _prune(path.parent)
     with atomic_path(path) as tmp:
         archive = open_archive(tmp, job.archive, job.tile_format)
         try:

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_MAXZOOM",
     "DEFAULT_MINZOOM",
     "MAX_TILES",
+    "PLAN_MAX_S",
     "Chunk",
     "PretileCounters",
     "PretileLock",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 MAX_TILES = 100_000
+#: seconds a plan may take to count its zooms: the zooms not counted by then are cut (a first
+#: zoom not counted makes the plan too large)
+PLAN_MAX_S = 3.0
 DEFAULT_MINZOOM, DEFAULT_MAXZOOM = 6, 16
 #: Side of a chunk, in tiles: the side of a metatile (``MAPSVC_METATILE_SIZE`` at most), so
 #: that a chunk is drawn as one image (:mod:`shared.tiles.metatile`). 64 tiles take a worker
@@ -132,10 +136,11 @@ def plan_pretile(
     total = 0
     coverage = _coverage(area)
     uncounted = False
+    deadline = time.monotonic() + PLAN_MAX_S
     for z in range(minzoom, maxzoom):
         # a zoom too large to count (None; so is every zoom below it) is cut; as the first zoom,
         # it makes the plan too large
-        count = None if zooms and zooms[-1]["tiles"] is None else coverage.count(z)
+        count = None if zooms and zooms[-1]["tiles"] is None else coverage.count(z, deadline)
         first = z == minzoom
         tiled = first or (not cut and count is not None and total + count <= cap)
         if tiled and count is not None:

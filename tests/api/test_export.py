@@ -3,6 +3,7 @@ wrote: GDAL's MBTiles driver (raster and vector), Protomaps' ``pmtiles`` reader.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -21,7 +22,7 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from shared.tiles.coverage import Coverage
-from shared.tiles.export import export_folder, tiles_in_order
+from shared.tiles.export import KEEP_EXPORTS, _prune, export_folder, tiles_in_order
 from shared.tiles.grid import TileAddress
 from shared.tiles.styles import read_style
 from tests.checks import AUTH, assert_error
@@ -278,3 +279,25 @@ def test_cli_exports_a_pmtiles_archive(settings: Settings, scene: str, tmp_path:
     assert (header["min_zoom"], header["max_zoom"]) == (8, 9)
     assert header["tile_type"] == TileType.PNG
     assert [p.name for p in tmp_path.iterdir()] == ["scene.pmtiles"]
+
+
+def test_a_box_too_thin_to_plan_is_422_before_any_work(api: TestClient, scene: str) -> None:
+    """A box one hair high and the world wide: few tiles, but an edge of millions to walk."""
+    r = api.get(f"/api-user/gis-layer-export/{scene}?bbox=-180,0,180,0.0001&maxzoom=21")
+    assert r.status_code == 422, r.text
+    assert "cannot all be planned" in assert_error(r.json(), "unprocessable")["message"]
+
+
+def test_a_new_export_makes_room_among_the_old_ones(tmp_path: Path) -> None:
+    """The oldest exports beyond KEEP_EXPORTS and partial files of dead exports go."""
+    names = [f"{i:08x}-0000-0000-0000-000000000000.pmtiles" for i in range(KEEP_EXPORTS + 2)]
+    for age, name in enumerate(names):  # names[0] the newest
+        (tmp_path / name).write_bytes(b"x")
+        os.utime(tmp_path / name, (time.time() - age * 60, time.time() - age * 60))
+    dead, live = tmp_path / f".{names[0]}.a.tmp", tmp_path / f".{names[1]}.b.tmp"
+    for path, age in ((dead, 2 * 24 * 3600), (live, 60)):
+        path.write_bytes(b"x")
+        os.utime(path, (time.time() - age, time.time() - age))
+    _prune(tmp_path)
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == {*names[: KEEP_EXPORTS - 1], live.name}

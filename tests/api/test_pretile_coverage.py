@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from shared.settings import Settings
 from shared.tiles.coverage import MAX_VERTICES, Coverage
-from shared.tiles.pretile import chunks, plan_pretile
+from shared.tiles.pretile import PLAN_MAX_S, chunks, plan_pretile
 from tests.checks import ADMIN_KEY, assert_error
 from tests.layers import RGB, own_layer, stored_tiles
 
@@ -132,8 +132,22 @@ def test_one_coverage_at_a_time(client: TestClient, scene: str) -> None:
         (TRIANGLE | {"coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}, 400, "valid"),
         ({"type": "LineString", "coordinates": [[0, 0], [1, 1]]}, 400, "type"),
         ('{"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [NaN, 1], [0, 0]]]}', 400, "finite"),
+        (
+            f'{{"type": "Polygon", "coordinates": [[[{"9" * 400}, 0], [1, 0], [1, 1], [0, 0]]]}}',
+            400,
+            "finite",
+        ),
+        ("[" * 30_000 + "]" * 30_000, 400, "not JSON"),
     ],
-    ids=["a million vertices", "too many vertices", "self-intersecting", "a line", "NaN"],
+    ids=[
+        "a million vertices",
+        "too many vertices",
+        "self-intersecting",
+        "a line",
+        "NaN",
+        "a number of 400 digits",
+        "nested past Python's depth",
+    ],
 )
 def test_a_hostile_body_is_refused_at_once(
     client: TestClient, scene: str, body: object, status: int, message: str
@@ -191,3 +205,21 @@ def test_a_plan_of_any_size_is_bounded_work(client: TestClient, scene: str) -> N
     assert time.perf_counter() - started < 20
     assert r.status_code == 422
     assert "too large to count" in assert_error(r.json(), "unprocessable")["message"]
+    # a comb of thin teeth: each tile tested costs its thousands of vertices; the plan stops
+    # counting after PLAN_MAX_S, whatever the zooms
+    teeth = [
+        [round(x, 1), y]
+        for i in range(900)
+        for x, y in (
+            (-170 + i * 0.3, -70),
+            (-170 + i * 0.3, 80),
+            (-169.9 + i * 0.3, 80),
+            (-169.9 + i * 0.3, -70),
+        )
+    ]
+    comb = {"type": "Polygon", "coordinates": [[[-170, -80], *teeth, [100, -80], [-170, -80]]]}
+    started = time.perf_counter()
+    r = client.post(url, params={"dryrun": "1", "minzoom": "0", "maxzoom": "25"}, json=comb)
+    assert time.perf_counter() - started < PLAN_MAX_S + 10, r.text
+    assert r.status_code == 200, r.text
+    assert r.json()["zooms"][-1]["tiles"] is None
