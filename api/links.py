@@ -22,6 +22,7 @@ __all__ = [
     "absolute_url",
     "api_prefix",
     "job_links",
+    "keyed_link",
     "keyed_url",
     "link",
     "route_path",
@@ -100,6 +101,12 @@ def keyed_url(request: Request, path: str, params: Sequence[tuple[str, str]] = (
     """
     key = request.query_params.get("api_key")  # the one credential: api.authn checked it
     return absolute_url(request, path, [*params, ("api_key", key)] if key else params)
+
+
+def keyed_link(request: Request, rel: str, path: str, media: str, title: str) -> dict[str, str]:
+    """A link object (OGC API's: ``rel``, ``type``, ``title``, ``href``) to ``path``, its
+    ``href`` a :func:`keyed_url`."""
+    return {"rel": rel, "type": media, "title": title, "href": keyed_url(request, path)}
 
 
 def tile_template(

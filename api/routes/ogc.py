@@ -23,13 +23,15 @@ from api.access import Rule, visible_layers
 from api.endpoint import Endpoint
 from api.fields import Query, Text
 from api.layers import raster_layers
-from api.links import keyed_url, route_path
+from api.links import keyed_link, route_path
 from api.routes.ogc_features import CONFORMANCE as FEATURES_CONFORMANCE
+from api.routes.ogc_features import CRS84, GEOJSON
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.tiles.grid import TMS
 from shared.tiles.styles import StyleInfo
+from shared.vector.catalog import VectorLayer
 
 __all__ = [
     "CRS84",
@@ -49,7 +51,6 @@ __all__ = [
 ]
 
 JSON = "application/json"
-CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
 #: the one tile matrix set served, its definition and CRS
 TMS_ID = "WebMercatorQuad"
 TMS_CRS: str = TMS.model_dump(mode="json")["crs"]
@@ -153,6 +154,11 @@ class Collection:
         return "vector" if self.vector else "map"
 
 
+def _vector(collection_id: str, layer: VectorLayer) -> Collection:
+    """The collection of a vector layer (``collection_id``: its id, or an alias of it)."""
+    return Collection(collection_id, layer.id, True, layer.bounds, layer.minzoom, layer.maxzoom)
+
+
 def _raster(info: StyleInfo) -> Collection:
     """The collection of a raster layer."""
     return Collection(info.style, info.title, False, info.footprint, 0, info.maxzoom)
@@ -167,8 +173,7 @@ async def collection_of(request: Request, collection_id: str) -> Collection:
     svc = services(request)
     layers = await svc.vector.layers(svc.db)
     if collection_id in layers:
-        layer = layers[collection_id]
-        return Collection(collection_id, layer.id, True, layer.bounds, layer.minzoom, layer.maxzoom)
+        return _vector(collection_id, layers[collection_id])
     try:
         return _raster(services(request).tiles.style(collection_id))
     except InvalidInputError:  # not even a style id
@@ -179,34 +184,29 @@ async def _collections(request: Request) -> list[Collection]:
     """Every collection the caller may see: the vector layers, then the raster layers."""
     svc = services(request)
     layers = await svc.vector.layers(svc.db)
-    found = [await collection_of(request, name) for name in visible_layers(request, sorted(layers))]
+    found = [_vector(name, layers[name]) for name in visible_layers(request, sorted(layers))]
     # an id of a vector layer is the vector layer's collection
     return found + [_raster(info) for info in raster_layers(request) if info.style not in layers]
-
-
-def _link(request: Request, rel: str, path: str, media: str, title: str) -> dict[str, Any]:
-    """A link (``keyed_url``) of relation ``rel`` to ``path``, of media type ``media``."""
-    return {"rel": rel, "type": media, "title": title, "href": keyed_url(request, path)}
 
 
 def tms_link(request: Request, rel: str = _REL + "tiling-scheme") -> dict[str, Any]:
     """The link to the definition of the tile matrix set served."""
     path = route_path(request, "get_ogc_tile_matrix_set", tileMatrixSetId=TMS_ID)
-    return _link(request, rel, path, JSON, f"The tile matrix set {TMS_ID}")
+    return keyed_link(request, rel, path, JSON, f"The tile matrix set {TMS_ID}")
 
 
 def _collection(request: Request, collection: Collection) -> dict[str, Any]:
     """A collection's description: its extent (in CRS84), its data and tiles links."""
     named = {"collectionId": collection.id}
     links = [
-        _link(
+        keyed_link(
             request,
             "self",
             route_path(request, "get_ogc_collection", **named),
             JSON,
             "This collection",
         ),
-        _link(
+        keyed_link(
             request,
             f"{_REL}tilesets-{collection.data_type}",
             route_path(request, "list_ogc_tilesets", **named),
@@ -217,7 +217,7 @@ def _collection(request: Request, collection: Collection) -> dict[str, Any]:
     described: dict[str, Any] = {"id": collection.id, "title": collection.title}
     if collection.vector:
         items = route_path(request, "get_ogc_items", **named)
-        links.append(_link(request, "items", items, "application/geo+json", "Its features"))
+        links.append(keyed_link(request, "items", items, GEOJSON, "Its features"))
         described["itemType"] = "feature"
     else:
         # the drafts' member GDAL reads: its OAPIF driver (3.6) lists no collection of
@@ -293,31 +293,31 @@ async def get_ogc_landing(request: Request, query: OgcQuery) -> Response:
         "title": "mapsvc",
         "description": "Vector and raster layers as OGC API – Features and – Tiles",
         "links": [
-            _link(
+            keyed_link(
                 request,
                 "self",
                 route_path(request, "get_ogc_landing"),
                 JSON,
                 "This document",
             ),
-            _link(
+            keyed_link(
                 request,
                 "service-desc",
                 route_path(request, "get_openapi"),
                 "application/vnd.oai.openapi+json;version=3.1",
                 "The API definition (OpenAPI 3.1)",
             ),
-            _link(
+            keyed_link(
                 request,
                 "conformance",
                 route_path(request, "get_ogc_conformance"),
                 JSON,
                 "The conformance classes implemented",
             ),
-            _link(
+            keyed_link(
                 request, "data", route_path(request, "list_ogc_collections"), JSON, "Collections"
             ),
-            _link(
+            keyed_link(
                 request,
                 _REL + "tiling-schemes",
                 route_path(request, "list_ogc_tile_matrix_sets"),
@@ -336,7 +336,7 @@ async def get_ogc_conformance(request: Request, query: OgcQuery) -> Response:
 
 async def list_ogc_collections(request: Request, query: OgcQuery) -> Response:
     """The collections: every vector and raster layer the caller may see."""
-    self_link = _link(
+    self_link = keyed_link(
         request, "self", route_path(request, "list_ogc_collections"), JSON, "This document"
     )
     collections = [_collection(request, c) for c in await _collections(request)]
@@ -368,7 +368,7 @@ async def list_ogc_tile_matrix_sets(request: Request, query: OgcQuery) -> Respon
     link = tms_link(request, "self")
     doc = {
         "links": [
-            _link(
+            keyed_link(
                 request,
                 "self",
                 route_path(request, "list_ogc_tile_matrix_sets"),

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from api.access import Rule
 from api.endpoint import Endpoint
 from api.fields import Query, Text
-from api.links import keyed_url, route_path
+from api.links import keyed_link, keyed_url, route_path
 from api.openapi.answers import content
 from api.openapi.models import Feature, FeatureCollection, ref
 from api.routes.vector import geojson_response
@@ -187,13 +187,9 @@ def _items_link(request: Request, path: str, params: Sequence[tuple[str, str]]) 
     return keyed_url(request, path, list(_ogc_params(params)))
 
 
-def _link(request: Request, rel: str, path: str, media: str, title: str) -> dict[str, str]:
-    return {"rel": rel, "type": media, "title": title, "href": keyed_url(request, path)}
-
-
 def _collection_link(request: Request, layer: VectorLayer) -> dict[str, str]:
     path = route_path(request, "get_ogc_collection", collectionId=layer.id)
-    return _link(request, "collection", path, "application/json", layer.id)
+    return keyed_link(request, "collection", path, "application/json", layer.id)
 
 
 def _headers(crs: str) -> dict[str, str]:
@@ -277,7 +273,7 @@ async def get_ogc_item(request: Request, query: ItemQuery) -> Response:
     feature = json.loads(found[0])
     path = route_path(request, "get_ogc_item", collectionId=layer.id, featureId=query.featureId)
     feature["links"] = [
-        _link(request, "self", path, GEOJSON, "This feature"),
+        keyed_link(request, "self", path, GEOJSON, "This feature"),
         _collection_link(request, layer),
     ]
     return JSONResponse(feature, media_type=GEOJSON, headers=_headers(crs))

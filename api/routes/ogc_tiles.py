@@ -20,7 +20,7 @@ from starlette.responses import Response
 from api.access import Rule
 from api.endpoint import Endpoint
 from api.fields import Lang, Query
-from api.links import keyed_url, route_path
+from api.links import keyed_link, route_path
 from api.openapi.models import Schema
 from api.routes.ogc import (
     CRS84,
@@ -139,13 +139,7 @@ def _tile_links(request: Request, collection: Collection) -> list[dict[str, Any]
             **braces,
         )
         links.append(
-            {
-                "rel": "item",
-                "type": media,
-                "title": f"A tile ({extension})",
-                "href": keyed_url(request, path),
-                "templated": True,
-            }
+            {**keyed_link(request, "item", path, media, f"A tile ({extension})"), "templated": True}
         )
     return links
 
@@ -154,12 +148,7 @@ def _tileset_link(request: Request, collection: Collection, rel: str) -> dict[st
     path = route_path(
         request, "get_ogc_tileset", collectionId=collection.id, tileMatrixSetId=TMS_ID
     )
-    return {
-        "rel": rel,
-        "type": JSON,
-        "title": f"Tiles in {TMS_ID}",
-        "href": keyed_url(request, path),
-    }
+    return keyed_link(request, rel, path, JSON, f"Tiles in {TMS_ID}")
 
 
 def _tileset_summary(request: Request, collection: Collection) -> dict[str, Any]:
@@ -177,9 +166,8 @@ async def list_ogc_tilesets(request: Request, query: CollectionQuery) -> Respons
     """A collection's tilesets: one, in WebMercatorQuad."""
     collection = await collection_of(request, query.collectionId)
     path = route_path(request, "list_ogc_tilesets", collectionId=collection.id)
-    self_link = {"rel": "self", "type": JSON, "title": "This document"}
     doc = {
-        "links": [{**self_link, "href": keyed_url(request, path)}],
+        "links": [keyed_link(request, "self", path, JSON, "This document")],
         "tilesets": [_tileset_summary(request, collection)],
     }
     return document(request, query, f"Tilesets of {collection.title}", doc)

@@ -39,6 +39,7 @@ __all__ = [
     "admin_key",
     "auth_headers",
     "auth_lines",
+    "check_flushable",
     "check_loopback",
     "configure_scene",
     "drop_database",
@@ -339,6 +340,13 @@ def check_loopback(url: str, what: str) -> None:
     """Stop the run when ``url`` (given as ``what``) is not on this machine."""
     if (urlsplit(url).hostname or "") not in LOOPBACK:
         raise SystemExit(f"{what} {url}: only loopback addresses are used by this benchmark")
+
+
+def check_flushable(redis_url: str) -> None:
+    """Stop the run when ``redis_url`` is a Redis db it must not flush: the service's (0) or
+    the tests' (12, 13)."""
+    if urlsplit(redis_url).path.strip("/") in ("", "0", "12", "13"):
+        raise SystemExit(f"{redis_url}: not flushing the service's or the tests' Redis db")
 
 
 def sqlalchemy_url(pg: str) -> str:

@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import morecantile
@@ -52,6 +51,7 @@ from tests.bench._harness import (
     WrkCase,
     admin_key,
     auth_headers,
+    check_flushable,
     check_loopback,
     configure_scene,
     drop_database,
@@ -229,8 +229,7 @@ def main() -> int:
     args = parser.parse_args()
     check_loopback(args.pg, "--pg")
     check_loopback(args.redis, "--redis")
-    if urlsplit(args.redis).path.strip("/") in ("", "0", "12", "13"):
-        raise SystemExit(f"{args.redis}: not flushing the service's or the tests' Redis db")
+    check_flushable(args.redis)
     if not shutil.which("wrk"):
         print("needs wrk (deploy/services.sh --test-tools)", file=sys.stderr)
         return 2

@@ -72,6 +72,7 @@ from tests.bench._harness import (
     admin_key,
     auth_headers,
     auth_lines,
+    check_flushable,
     free_port,
     goal,
     load_average,
@@ -417,8 +418,7 @@ def start_mapsvc(
 
     ``key`` is their admin key (``MAPSVC_ADMIN_API_KEY``): ``client`` must send it.
     """
-    if urlsplit(redis_url).path.strip("/") in ("", "0", "12", "13"):
-        raise RuntimeError(f"{redis_url}: not flushing the service's or the tests' Redis db")
+    check_flushable(redis_url)
     redis = sync_client(redis_url)
     redis.flushdb()
     stack.callback(redis.close)

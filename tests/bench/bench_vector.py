@@ -70,6 +70,7 @@ from tests.bench._harness import (
     admin_key,
     auth_headers,
     auth_lines,
+    check_flushable,
     check_loopback,
     drop_database,
     free_port,
@@ -560,8 +561,7 @@ def start_mapsvc(
 
     ``key`` is its admin key (``MAPSVC_ADMIN_API_KEY``): ``client`` must send it.
     """
-    if urlsplit(redis_url).path.strip("/") in ("", "0", "12", "13"):
-        raise SystemExit(f"{redis_url}: not flushing the service's or the tests' Redis db")
+    check_flushable(redis_url)
     redis = sync_client(redis_url)
     redis.flushdb()
     redis.close()
