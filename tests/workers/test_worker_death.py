@@ -8,21 +8,27 @@ import subprocess
 import time
 
 import pytest
+import redis
 from starlette.testclient import TestClient
 
-from tests.jobs import wait_running, wait_state
+from tests.jobs import job_lines, wait_running, wait_state
 from tests.sse import read_job_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.server]
 
 
-def kill_runner(client: TestClient, job_id: str, previous: str | None = None) -> str:
+def kill_runner(
+    client: TestClient, rdb: redis.Redis, job_id: str, previous: str | None = None, starts: int = 1
+) -> str:
+    """SIGKILL the process running the job, once it is another than ``previous`` and the job
+    has written its ``starts``-th start line (killed before it, a start would go unseen)."""
     deadline = time.monotonic() + 30
     while True:
         job = wait_running(client, job_id)
-        if job["worker"] != previous or time.monotonic() > deadline:
+        started = sum(t.startswith("Probe start") for t in job_lines(rdb, job_id))
+        if job["worker"] != previous and started >= starts or time.monotonic() > deadline:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     assert job["state"] == "running", job
     runner = job["worker"]
     os.kill(int(runner.rsplit(" ", 1)[1]), signal.SIGKILL)
@@ -30,11 +36,10 @@ def kill_runner(client: TestClient, job_id: str, previous: str | None = None) ->
 
 
 def test_killed_job_is_run_again(
-    client: TestClient, live_server: str, worker: subprocess.Popen[bytes]
+    client: TestClient, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
     job_id = client.get("/api-user/diag/probe?steps=20&delay_ms=100&async=1").json()["id"]
-    time.sleep(0.5)
-    first = kill_runner(client, job_id)
+    first = kill_runner(client, rdb, job_id)
     job = wait_state(client, job_id, timeout=60)
     assert job["state"] == "succeeded", job
     assert job["worker"] != first
@@ -45,11 +50,11 @@ def test_killed_job_is_run_again(
 
 
 def test_job_killed_twice_ends_failed(
-    client: TestClient, live_server: str, worker: subprocess.Popen[bytes]
+    client: TestClient, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
     job_id = client.get("/api-user/diag/probe?steps=50&delay_ms=100&async=1").json()["id"]
-    first = kill_runner(client, job_id)
-    kill_runner(client, job_id, previous=first)
+    first = kill_runner(client, rdb, job_id)
+    kill_runner(client, rdb, job_id, previous=first, starts=2)
     job = wait_state(client, job_id, timeout=60)
     assert job["state"] == "failed", job
     assert "started 3 times and its worker process died each time" in job["error"]["message"]
