@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_raster && \
 	$(BIN)/python -m tests.bench.bench_tiles && \
 	$(BIN)/python -m tests.bench.bench_seed && \
+	$(BIN)/python -m tests.bench.bench_priority --contrast && \
 	$(BIN)/python -m tests.bench.bench_vector && \
 	$(BIN)/python -m tests.bench.bench_front && \
 	$(BIN)/python -m tests.bench.bench_ogc && \

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy.exc
 
-from api import cli_auth, cli_seed
+from api import cli_auth, cli_cache, cli_seed
 from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
 from shared import metrics
@@ -123,24 +123,50 @@ class _Printed:
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
+    import json
+    import uuid
+
     from shared.errors import MapsvcError
-    from shared.params import parse_bbox, parse_lang
-    from shared.tiles.export import ExportJob, export_layer, is_raster_layer
+    from shared.params import parse_lang
+    from shared.tiles.coverage_ask import AskedCoverage, coverage_in_process
+    from shared.tiles.export import (
+        ExportJob,
+        export_folder,
+        export_layer,
+        export_name,
+        is_raster_layer,
+    )
+    from shared.tiles.export_s3 import ExportBucket
     from shared.tiles.render import TileRenderer
     from shared.tiles.stores import tile_stores
 
     raster = is_raster_layer(settings.dirs.mapnik, args.layer)
     out: Path = args.out or Path(f"{args.layer}.{args.format}")
+    if args.s3:  # written as an export of the API, then uploaded under its name
+        out = export_folder(settings.dirs.exports, args.layer) / export_name(
+            str(uuid.uuid4()), args.format
+        )
     try:
+        geojson = json.loads(args.geojson.read_text()) if args.geojson else None
+    except (OSError, ValueError) as exc:
+        print(f"export: --geojson: {exc}", file=sys.stderr)
+        return 2
+    asked = AskedCoverage(
+        args.bbox, args.bbox_crs, geojson, args.coverage_layer, args.where, args.buffer
+    )
+    try:
+        coverage = coverage_in_process(asked, settings)
         job = ExportJob(
             args.layer,
             not raster,
             args.format,
             args.tile_format,
-            list(parse_bbox(args.bbox)) if args.bbox else None,
+            None if coverage is None else coverage.to_json(),
             args.minzoom,
             args.maxzoom,
             parse_lang(args.lang or settings.default_lang, settings.languages) if raster else "",
+            buffer=args.buffer,
+            s3=args.s3,
         )
         with TileRenderer(settings.dirs.mapnik) as renderer, tile_stores(settings) as stores:
             result = export_layer(
@@ -150,11 +176,13 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
                 _Printed(),
                 renderer=renderer,
                 store=stores.pick(False),
+                bucket=ExportBucket(stores.s3) if args.s3 and stores.s3 else None,
             )
     except MapsvcError as exc:
         print(f"export: {exc.message}", file=sys.stderr)
         return 2
-    print(f"{out}: {result['tiles']} tiles, {result['bytes']} bytes")
+    where = f"s3://{result['s3']['bucket']}/{result['s3']['key']}" if args.s3 else out
+    print(f"{where}: {result['tiles']} tiles, {result['bytes']} bytes")
     return 0
 
 
@@ -316,13 +344,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument(
         "--maxzoom", type=int, default=None, help="end zoom, excluded (default: the layer's + 1)"
     )
-    export.add_argument("--bbox", default=None, help="minlon,minlat,maxlon,maxlat (EPSG:4326)")
+    coverage = export.add_mutually_exclusive_group()
+    coverage.add_argument("--bbox", default=None, help="minx,miny,maxx,maxy (in --bbox-crs)")
+    coverage.add_argument(
+        "--geojson", type=Path, default=None, help="a file: a GeoJSON (Multi)Polygon or Feature"
+    )
+    coverage.add_argument(
+        "--coverage-layer", default=None, help="a vector layer whose polygons are the coverage"
+    )
+    export.add_argument("--bbox-crs", default="EPSG:4326", help="CRS of --bbox (EPSG:4326)")
+    export.add_argument("--where", default=None, help="CQL2-text filter of --coverage-layer")
+    export.add_argument("--buffer", type=int, default=0, help="pixels around each tile (0)")
     export.add_argument(
         "--tile-format", default=None, help="png (default), webp, jpg; mvt for a vector layer"
     )
     export.add_argument("--lang", default=None, help="label language (default: the setting)")
-    export.add_argument(
+    output = export.add_mutually_exclusive_group()
+    output.add_argument(
         "--out", type=Path, default=None, help="the file (default: <layer>.<format> here)"
+    )
+    output.add_argument(
+        "--s3",
+        action="store_true",
+        help="write it to the bucket (MAPSVC_S3_*) under exports/<layer>/, as isS3=1 does",
     )
     demo = sub.add_parser("demo-data", help="copy demo rasters, load countries into PostGIS")
     demo.add_argument(
@@ -334,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--replace", action="store_true", help="reload the countries table")
     cli_auth.add_commands(sub)
     cli_seed.add_command(sub)
+    cli_cache.add_commands(sub)
     args = parser.parse_args(argv)
 
     settings = Settings()
@@ -365,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _up(settings)
     if args.command == "seed":
         return cli_seed.run(args, settings)
+    if args.command in cli_cache.COMMANDS:
+        return cli_cache.run(args, settings)
     if args.command == "export":
         return _export(settings, args)
     return _demo_data(settings, args.data_dir, args.replace)

@@ -2,7 +2,8 @@
 
 A seeding run is a job of the API (its lock, plan, ceiling and event stream are the API's), so
 the command calls ``GET`` (or, with ``--geojson``, ``POST``) ``/gis-layer-pretile/<layer>`` with
-the caller's key, prints the plan (``--dryrun``) or follows the job's events to its last line.
+the caller's key, prints the plan (``--dryrun``) or follows the job's events to its last line;
+``--resume`` continues the layer's interrupted last run, ``--cancel`` cancels its runs.
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ def add_command(sub: Any) -> None:
     seed.add_argument("--format", default=None, help="png (default), webp, jpg, each with @2x")
     seed.add_argument("--dryrun", action="store_true", help="print the plan, render nothing")
     seed.add_argument(
+        "--refresh-before", help="render again cached tiles older than this: ISO time or age (7d)"
+    )
+    seed.add_argument("--max-tiles-per-s", type=float, help="pace of the run (tiles a second)")
+    seed.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the layer's interrupted last run (its chunks done are not made again)",
+    )
+    seed.add_argument(
+        "--cancel", action="store_true", help="cancel every run of the layer not ended"
+    )
+    seed.add_argument(
         "--url",
         default=None,
         help=f"the API (default: http://127.0.0.1:MAPSVC_PORT{V1_PREFIX})",
@@ -47,8 +60,11 @@ def add_command(sub: Any) -> None:
 
 
 def _query(args: argparse.Namespace) -> dict[str, str]:
+    if args.resume:
+        return {"async": "1"}
     names = ("minzoom", "maxzoom", "bbox", "bbox_crs", "coverage_layer", "where", "buffer")
-    query = {name: str(getattr(args, name)) for name in (*names, "format")}
+    more = ("format", "refresh_before", "max_tiles_per_s")
+    query = {name: str(getattr(args, name)) for name in (*names, *more)}
     query = {k: v for k, v in query.items() if v != "None"}
     return query | ({"dryrun": "1"} if args.dryrun else {"async": "1"})
 
@@ -82,7 +98,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     url = f"{base}/gis-layer-pretile/{args.layer}"
     with httpx.Client(headers=headers, timeout=60) as client:
         try:
-            if args.geojson is not None:
+            if args.cancel:
+                r = client.delete(f"{base}/seeds/{args.layer}")
+            elif args.resume:
+                r = client.post(f"{url}/resume", params=_query(args))
+            elif args.geojson is not None:
                 body = json.loads(args.geojson.read_text())
                 r = client.post(url, params=_query(args), json=body)
             else:
@@ -95,5 +115,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         if args.dryrun:
             _print_plan(r.json())
+            return 0
+        if args.cancel:
+            for job_id in r.json()["cancelled"]:
+                print(f"cancelled job {job_id}")
             return 0
         return _follow(client, base, r.json())

@@ -41,6 +41,7 @@ import re
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 from api.front_routes import location_pattern, parameter_pattern
 from api.mounts import USER_PREFIX
@@ -51,6 +52,8 @@ from shared.settings import Settings
 __all__ = [
     "front_argv",
     "front_enabled",
+    "front_run_dir",
+    "front_vector_cache",
     "http_basics",
     "nginx_config",
     "nginx_main",
@@ -130,6 +133,8 @@ _FRAGMENT = _error(
     "a '#' in the request line: a fragment is not sent to a server (as data: %23)",
 )
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
+#: the folder of the run folder where the front keeps vector tiles
+_VTILES = "vtiles"
 
 
 def front_enabled(settings: Settings) -> bool:
@@ -340,7 +345,7 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
     # the API's yes per style and what the client sent; vector tiles of public layers (both 0700)
     proxy_cache_path {run_dir}/access levels=1:2 keys_zone=access:4m max_size=64m
                      inactive=10m use_temp_path=off;
-    proxy_cache_path {run_dir}/vtiles levels=1:2 keys_zone=vtiles:16m max_size=1g
+    proxy_cache_path {run_dir}/{_VTILES} levels=1:2 keys_zone=vtiles:16m max_size=1g
                      inactive=10m use_temp_path=off;
 
     # who asks, read from what the client sent and nothing else: anonymous (GET or HEAD, no
@@ -563,7 +568,7 @@ def _open_to_workers(settings: Settings, run_dir: Path, worker: pwd.struct_passw
 
 def write_front_config(settings: Settings, backend: str) -> Path:
     """Write the front's configuration into ``<work_dir>/run/``; its path."""
-    run_dir = (settings.work_dir / "run").resolve()
+    run_dir = front_run_dir(settings)
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     settings.dirs.rtile.mkdir(parents=True, exist_ok=True)
@@ -573,6 +578,21 @@ def write_front_config(settings: Settings, backend: str) -> Path:
     path.write_text(nginx_config(settings, backend, run_dir, disk=disk))
     os.chmod(path, 0o600)
     return path
+
+
+def front_run_dir(settings: Settings) -> Path:
+    """The front's folder: its configuration, pid, log, kept answers and temporary files."""
+    return (settings.work_dir / "run").resolve()
+
+
+def front_vector_cache(settings: Settings) -> dict[str, Any]:
+    """Where the front keeps vector tiles (``folder``), and the patterns of their paths in
+    Python's syntax, with the groups ``vlayer``, ``z``, ``x`` and ``y`` (``patterns``): what
+    truncation and expiry remove from it (``shared.vector.front_cache``)."""
+    return {
+        "folder": str(front_run_dir(settings) / _VTILES),
+        "patterns": [re.sub(r"\(\?<(?=[A-Za-z])", "(?P<", p) for p in _VECTOR_TILES],
+    }
 
 
 def front_argv(config: Path) -> list[str]:

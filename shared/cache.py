@@ -71,6 +71,24 @@ end
 return 1
 """
 
+# KEYS: books, sizes, total, then the entries to drop. Returns how many of them were stored.
+_DROP = """
+local books, sizes, total = KEYS[1], KEYS[2], KEYS[3]
+local dropped = 0
+for i = 4, #KEYS do
+  local size = redis.call('HGET', sizes, KEYS[i])
+  if size then
+    redis.call('DECRBY', total, size)
+    redis.call('HDEL', sizes, KEYS[i])
+  end
+  redis.call('ZREM', books, KEYS[i])
+  dropped = dropped + redis.call('DEL', KEYS[i])
+end
+return dropped
+"""
+#: entries dropped by one call of the script
+_DROP_BATCH = 500
+
 
 @dataclass(frozen=True)
 class ByteBudget:
@@ -108,6 +126,14 @@ class ByteBudget:
         """:meth:`put` with an asyncio client."""
         keys, args = self._call(key, value, ttl_s)
         return bool(await client.register_script(_PUT)(keys=keys, args=args))
+
+    def drop(self, client: redis.Redis, keys: list[str]) -> int:
+        """Remove entries of this cache, and take them off its books; how many were stored."""
+        script = client.register_script(_DROP)
+        dropped = 0
+        for i in range(0, len(keys), _DROP_BATCH):
+            dropped += int(script(keys=[*self.books, *keys[i : i + _DROP_BATCH]]))
+        return dropped
 
     def used_bytes(self, client: redis.Redis) -> int:
         """The bytes booked now (entries past their TTL count until the next write)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from datetime import UTC, datetime
 
 from pyproj import CRS, Transformer
 from pyproj.exceptions import CRSError
@@ -27,6 +28,7 @@ __all__ = [
     "parse_bbox",
     "parse_lang",
     "parse_srs",
+    "parse_time_or_age",
 ]
 
 Bbox = tuple[float, float, float, float]
@@ -37,6 +39,10 @@ _SRS = re.compile(SRS_PATTERN)
 _NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?"
 #: A box as text: ``minx,miny,maxx,maxy`` (what :func:`box_numbers` reads).
 BOX_PATTERN = rf"^{_NUMBER},{_NUMBER},{_NUMBER},{_NUMBER}$"
+#: An age: a whole number and a unit, ``s``, ``m``, ``h``, ``d`` or ``w`` (``7d``, ``12h``).
+AGE_PATTERN = r"^([0-9]{1,9})([smhdw])$"
+_AGE = re.compile(AGE_PATTERN)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 #: A pair of numbers as text: ``x,y``.
 PAIR_PATTERN = rf"{_NUMBER},{_NUMBER}"
 _LANG = re.compile(LANG_PATTERN)
@@ -76,7 +82,11 @@ def parse_srs(text: str, parameter: str = "srs") -> str:
             value=text[:64],
         )
     srs = f"{match[1].upper()}:{int(match[2])}"  # one spelling: EPSG:3857
-    crs_valid_area(srs)  # a code PROJ does not know is refused here
+    try:
+        crs_valid_area(srs)  # a code PROJ does not know is refused here
+    except InvalidInputError as exc:
+        exc.detail["parameter"] = parameter  # the parameter that named it (``bbox_crs``, …)
+        raise
     return srs
 
 
@@ -148,3 +158,35 @@ def parse_bbox(text: str, parameter: str = "bbox", srs: str = _WGS84) -> Bbox:
             valid=[round(v, 6) for v in (ax0, ay0, ax1, ay1)],
         )
     return x0, y0, x1, y1
+
+
+def parse_time_or_age(text: str, now: float, parameter: str = "refresh_before") -> float:
+    """A moment: an ISO 8601 time (``2026-11-01``, ``2026-11-01T06:00:00Z``; UTC when it names
+    no offset) or an age before ``now`` (``7d``, ``12h``, ``30m``, ``45s``, ``2w``).
+
+    Returns:
+        POSIX seconds.
+
+    Raises:
+        InvalidInputError: neither, or a time after ``now``.
+    """
+    age = _AGE.match(text)
+    if age is not None:
+        return now - int(age.group(1)) * _UNIT_S[age.group(2)]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(
+            f"{parameter} must be an ISO 8601 time (2026-11-01T06:00:00Z) or an age (7d, 12h,"
+            " 30m, 45s, 2w)",
+            parameter=parameter,
+            value=text[:100],
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    if seconds > now:
+        raise InvalidInputError(
+            f"{parameter} is in the future", parameter=parameter, value=text[:100]
+        )
+    return seconds

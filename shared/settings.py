@@ -422,6 +422,18 @@ class TileSettings(Concern):
         description="Most tiles of one pre-tiling run, its whole first zoom included; a "
         "larger plan is `422` with the plan",
     )
+    seed_max_concurrent_runs: int = Field(
+        default=0,
+        ge=0,
+        description="Most pre-tiling runs going at once, whatever their layers (0: no limit); "
+        "a run beyond it waits, queued, for one to end",
+    )
+    seed_max_failed_tiles: int = Field(
+        default=1000,
+        ge=0,
+        description="Failed tiles (of chunks given up after their retries) that end a "
+        "pre-tiling run as failed; below it, the run goes on and lists them in its result",
+    )
     metatile_size: int = Field(
         default=8,
         ge=1,
@@ -555,6 +567,15 @@ class JobSettings(Concern):
         ge=0,
         description="A worker process is replaced after a task that left it above this resident "
         "size (Celery's `worker_max_memory_per_child`; `0`: no ceiling)",
+    )
+    worker_nice: int = Field(
+        default=19,
+        ge=0,
+        le=19,
+        description="How much nicer (Linux `nice`) a worker's processes run than the worker: "
+        "pre-tiling chunks and jobs yield the CPU to the API's tile renders (which run 5 nicer "
+        "than the API); a worker that leads its session gives its session's autogroup this "
+        "nice too. `0`: the same priority",
     )
     events_ttl_s: int = Field(
         default=86400, ge=60, description="How long a job's record and event lines are kept"

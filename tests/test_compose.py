@@ -518,3 +518,11 @@ def test_the_front_of_compose_finds_a_re_created_api(
             server.shutdown()
             server.server_close()
         dns.close()
+
+
+def test_the_workers_yield_the_cpu_to_the_api(services: dict[str, Any]) -> None:
+    # a container is a scheduling group: the workers' nice does not reach across it, their
+    # containers' CPU shares do (docs/seeding.md "Priorities"); Docker's default is 1024
+    worker = int(services["worker"]["cpu_shares"])
+    for name in ("api", "front", "postgis", "redis"):
+        assert worker * 16 <= int(services[name].get("cpu_shares", 1024)), name

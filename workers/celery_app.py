@@ -7,6 +7,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import (
     setup_logging,
+    worker_init,
     worker_process_init,
     worker_process_shutdown,
     worker_shutdown,
@@ -14,6 +15,7 @@ from celery.signals import (
 
 from shared import metrics
 from shared.logs import configure_logging
+from shared.priority import lower_priority, lower_session_priority
 from shared.queues import celery_config
 from shared.settings import Settings
 
@@ -50,6 +52,19 @@ app.conf.task_publish_retry_policy = {
 def _logging(**_: Any) -> None:
     # connected, Celery leaves logging to us: its own lines are in our format too
     configure_logging(settings.log_level, settings.log_format)
+
+
+@worker_init.connect
+def _yield_as_a_session(**_: Any) -> None:
+    # a worker leading its session (a service, `setsid`) is a scheduling group of its own under
+    # Linux's autogroup: the group yields to the API's too (shared/priority.py)
+    lower_session_priority(settings.jobs.worker_nice)
+
+
+@worker_process_init.connect
+def _yield_cpu(**_: Any) -> None:
+    # bulk work yields the CPU to the tiles users wait for (docs/seeding.md "Priorities")
+    lower_priority(settings.jobs.worker_nice)
 
 
 @worker_process_init.connect

@@ -46,6 +46,9 @@ __all__ = [
     "ReverseGeocode",
     "Schema",
     "SpeedTest",
+    "SweepPlan",
+    "SweepResult",
+    "SweepZoom",
     "SseEvent",
     "TileDebug",
     "TileJson",
@@ -260,6 +263,52 @@ class PretileResult(_Body):
     workers: dict[str, dict[str, int]] = Field(
         description="Per worker (its Celery name): the chunks it did and the tiles it rendered"
     )
+    failed: int = Field(0, description="Tiles of chunks given up after their retries")
+    failed_tiles: list[str] = Field(
+        [], description="Those tiles as `z/x/y` lines (osm2pgsql's expiry format)"
+    )
+    resumed: int = Field(0, description="Tiles done by the run this one resumed")
+    tiles_per_s: float = Field(0.0, description="This run's tiles (made or found) per second")
+
+
+class SeedZoom(BaseModel):
+    """A run's progress at one zoom."""
+
+    zoom: int
+    tiles: int | None
+    done: int
+    failed: int
+
+
+class Seed(Job):
+    """A pre-tiling run: its job, and its progress in tiles (null until it is planned)."""
+
+    total: int | None
+    done: int | None = None
+    remaining: int | None = None
+    failed: int | None = None
+    tiles_per_s: float | None = None
+    eta_s: int | None = Field(None, description="Seconds left at its rate (running runs)")
+    resumed_of: str | None = None
+    zooms: list[SeedZoom] = []
+    coverage: dict[str, Any] | None = Field(
+        description="What it tiles: a GeoJSON Feature of EPSG:4326"
+    )
+
+
+class SeedList(BaseModel):
+    """One page of the seeds collection."""
+
+    seeds: list[Seed]
+    limit: int
+    offset: int
+
+
+class SeedsCancelled(BaseModel):
+    """The runs of a layer cancelled."""
+
+    layer: str
+    cancelled: list[str]
 
 
 class ExportResult(_Body):
@@ -270,12 +319,44 @@ class ExportResult(_Body):
     tile_format: str = Field(description="`png`, `webp`, `jpg` or `mvt`")
     file: str = Field(description="The file's name")
     url: str | None = Field(description="Where to download it (HTTP range requests served)")
+    s3: dict[str, str] | None = Field(
+        None, description="`isS3=1`: the `bucket` and `key` of the file (not kept on the disk)"
+    )
     bytes: int
     tiles: int = Field(description="Tiles written")
     minzoom: int
     maxzoom: int = Field(description="End zoom, excluded")
     bounds: list[float]
     plan: dict[str, Any]
+
+
+class SweepZoom(_Body):
+    """One zoom of a truncation or expiry plan."""
+
+    zoom: int
+    tiles: int | None = Field(description="Tiles of the set at the zoom; null: too many to count")
+
+
+class SweepPlan(_Body):
+    """The tiles a truncation or expiry may find cached (``dryrun=1``), per zoom."""
+
+    minzoom: int
+    maxzoom: int = Field(description="End zoom, excluded")
+    zooms: list[SweepZoom]
+    total: int = Field(description="The tiles of the zooms counted")
+
+
+class SweepResult(_Body):
+    """What a truncation or expiry job removed (or drew again)."""
+
+    layer: str
+    mode: str = Field(description="`remove`, or `rerender`")
+    minzoom: int
+    maxzoom: int = Field(description="End zoom, excluded")
+    zooms: list[dict[str, Any]] = Field(description="Per zoom: `removed` and `rerendered` tiles")
+    removed: int = Field(description="Cached tiles removed (each language and variant counts)")
+    rerendered: int = Field(description="Cached tiles drawn again (`mode=rerender`)")
+    seconds: float
 
 
 class SpeedTest(_Body):

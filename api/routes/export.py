@@ -1,4 +1,8 @@
-"""Export (issue 25): a layer's tiles as one MBTiles or PMTiles file, and its download."""
+"""Export (issue 25): a layer's tiles as one MBTiles or PMTiles file, and its download.
+
+An export takes the coverages pre-tiling takes (:mod:`api.coverage`), and is written to the
+disk or (``isS3=1``) to the bucket; the download route serves either, a part at a time.
+"""
 
 from __future__ import annotations
 
@@ -11,35 +15,38 @@ from typing import Literal
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, Response, StreamingResponse
 
 from api.access import Rule
+from api.coverage import CoverageBody, CoverageQuery, coverage_of
 from api.endpoint import Endpoint, Job
-from api.fields import Box, JobQuery, Lang, Query, Text
+from api.fields import Flag, Lang, Query, Text
 from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
-from shared.params import parse_bbox
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
+from shared.tiles.coverage import Coverage
 from shared.tiles.export import (
     ExportJob,
+    check_export_name,
     export_file,
     export_name,
+    no_export,
     plan_export,
     tile_format_of,
 )
+from shared.tiles.export_s3 import MEDIA_TYPES, ExportBucket, ExportObject, single_range
 from shared.tiles.grid import MAX_ZOOM
 
 __all__ = ["ENDPOINTS"]
 
 _LAYER_ID = "Layer id: a raster layer's, or a vector layer's (`schema.table` or an alias)"
-_MEDIA_TYPES = {"mbtiles": "application/vnd.sqlite3", "pmtiles": "application/vnd.pmtiles"}
 
 
-class ExportQuery(JobQuery):
-    """What to export: a layer, the archive, the tiles' format, a box and zooms."""
+class ExportQuery(CoverageQuery):
+    """What to export: a layer, the archive, the tiles' format, a coverage and zooms."""
 
     id: str = Text(200, description=_LAYER_ID, examples=[RASTER_LAYER_EXAMPLE])
     format: Literal["mbtiles", "pmtiles"] = Field(
@@ -57,10 +64,10 @@ class ExportQuery(JobQuery):
         description="The tiles: `png` (raster layers' default), `webp`, `jpg` (`jpeg`); `mvt`"
         " (vector layers, their only format, gzipped)",
     )
-    bbox: Box | None = Field(
-        None, description="minlon,minlat,maxlon,maxlat (EPSG:4326); default: the layer's bounds"
-    )
     lang: Lang = Field("", description="Label language of raster tiles (a configured tag)")
+    is_s3: Flag = Field(
+        False, alias="isS3", description="1: write the file to the bucket (`exports/<id>/`)"
+    )
 
 
 class ExportFileQuery(Query):
@@ -90,16 +97,24 @@ async def _layer(request: Request, layer_id: str) -> tuple[list[float], int, boo
     return layer.bounds, layer.maxzoom, True
 
 
-async def get_layer_export(request: Request, query: ExportQuery) -> Response:
-    """Export a layer's tiles for a box and zooms as an MBTiles or PMTiles file.
+async def get_layer_export(
+    request: Request, query: ExportQuery, body: CoverageBody | None = None
+) -> Response:
+    """Export a layer's tiles for a coverage and zooms as an MBTiles or PMTiles file.
 
     Raster tiles are those ``rtile`` answers (from the tile cache, the missing ones rendered
-    and cached), vector tiles those of ``/vtile``. The result names the file and its download
-    URL. An export above ``MAPSVC_PRETILE_MAX_TILES`` tiles is ``422`` with the plan.
+    and cached), vector tiles those of ``/vtile``. The coverage is pre-tiling's: ``bbox`` (in
+    ``bbox_crs``), the polygons of ``coverage_layer`` that ``where`` picks, or (``POST``) a
+    GeoJSON polygon; else the layer's bounds; ``buffer`` grows each tile. The result names the
+    file and its download URL (and with ``isS3=1`` its bucket and key). An export above
+    ``MAPSVC_PRETILE_MAX_TILES`` tiles is ``422`` with the plan.
     """
     svc = services(request)
     bounds, own_maxzoom, vector = await _layer(request, query.id)
     tile_format = tile_format_of(query.tile_format, vector)
+    coverage = await coverage_of(request, query, body) or Coverage.box(bounds, query.buffer)
+    if query.is_s3:
+        svc.tile_stores.pick(True)  # 503 now when object storage is not configured
     job_id = str(uuid.uuid4())
     name = export_name(job_id, query.format)
     # the download route's path is this route's and the file's (its parameter ``name`` is
@@ -110,38 +125,93 @@ async def get_layer_export(request: Request, query: ExportQuery) -> Response:
         vector,
         query.format,
         tile_format,
-        list(parse_bbox(query.bbox)) if query.bbox else None,
+        coverage.to_json(),
         query.minzoom,
         query.maxzoom,
-        "" if vector else query.lang,
-        link(request, path),
+        lang="" if vector else query.lang,
+        url=link(request, path),
+        buffer=query.buffer,
+        s3=query.is_s3,
     ).within(bounds, own_maxzoom)
-    bbox, maxzoom = job.area
+    _, maxzoom = job.area
     cap = svc.settings.tiles.pretile_max_tiles
-    await run_in_threadpool(plan_export, bbox, job.minzoom, maxzoom, cap)  # 422 now
+    await run_in_threadpool(plan_export, coverage, job.minzoom, maxzoom, cap)  # 422 now
     params = dataclasses.asdict(job)
     return await svc.jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
 
 
+async def post_layer_export(request: Request, query: ExportQuery, body: CoverageBody) -> Response:
+    """Export a layer's tiles over the GeoJSON polygon of the body."""
+    return await get_layer_export(request, query, body)
+
+
 async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Response:
-    """Download an export of a layer (HTTP range requests: PMTiles readers ask for parts)."""
-    path = export_file(services(request).settings.dirs.exports, query.id, query.name)
-    media_type = _MEDIA_TYPES[path.suffix[1:]]
-    return FileResponse(path, media_type=media_type, filename=path.name)
+    """Download an export of a layer, from the disk or the bucket (HTTP range requests: PMTiles
+    readers ask for parts)."""
+    svc = services(request)
+    name = check_export_name(query.name)
+    s3 = svc.tile_stores.s3
+    try:
+        path = export_file(svc.settings.dirs.exports, query.id, name)
+    except NotFoundError:
+        if s3 is None:
+            raise
+    else:
+        return FileResponse(path, media_type=MEDIA_TYPES[path.suffix[1:]], filename=name)
+    asked = single_range(request.headers.get("range"))
+    found = await run_in_threadpool(ExportBucket(s3).read, query.id, name, asked)
+    if found is None:
+        raise no_export(name)
+    if isinstance(found, int):
+        return Response(status_code=416, headers={"Content-Range": f"bytes */{found}"})
+    assert isinstance(found, ExportObject)
+    return _streamed(found, name)
+
+
+def _streamed(found: ExportObject, name: str) -> Response:
+    """An export read from the bucket, whole (``200``) or a part (``206``)."""
+    headers = {
+        "Accept-Ranges": "bytes",
+        "Content-Length": str(found.length),
+        "Content-Disposition": f'attachment; filename="{name}"',
+    }
+    if found.etag:
+        headers["ETag"] = found.etag
+    if found.content_range:
+        headers["Content-Range"] = found.content_range
+    media_type = MEDIA_TYPES[name.rsplit(".", 1)[1]]
+    status = 206 if found.content_range else 200
+    return StreamingResponse(found.chunks, status, headers, media_type)
 
 
 _endpoint = functools.partial(Endpoint, "GET", tag="tiles")
+#: an export: the layer, and the layer of its coverage
+_EXPORT = Rule("operator", layers=("id", "coverage_layer"))
+_EXPORTED = {"200": json_body(ExportResult, "The export: its file and download URL")}
 
 ENDPOINTS = [
     _endpoint(
         "/gis-layer-export/{id}",
         get_layer_export,
-        rule=Rule("operator", layers=("id",)),
+        rule=_EXPORT,
         budget="jobs",
         query=ExportQuery,
-        answer={"200": json_body(ExportResult, "The export: its file and download URL")},
+        answer=_EXPORTED,
         errors=(404, 422),
         job=Job("export", "tiles.export"),
+    ),
+    Endpoint(
+        "POST",
+        "/gis-layer-export/{id}",
+        post_layer_export,
+        rule=_EXPORT,
+        budget="jobs",
+        query=ExportQuery,
+        body=CoverageBody,
+        answer=_EXPORTED,
+        errors=(404, 422),
+        job=Job("export", "tiles.export"),
+        tag="tiles",
     ),
     _endpoint(
         "/gis-layer-export/{id}/files/{name}",
@@ -154,10 +224,11 @@ ENDPOINTS = [
                 "description": "The file",
                 "content": {
                     t: {"schema": {"type": "string", "format": "binary"}}
-                    for t in _MEDIA_TYPES.values()
+                    for t in MEDIA_TYPES.values()
                 },
             },
             "206": {"description": "The part of the file a `Range` header asked"},
+            "416": {"description": "The `Range` asked is not in the file"},
         },
         errors=(404,),
     ),

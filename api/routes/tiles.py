@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import shlex
+import time
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import Rule, principal_of
+from api.coverage import CoverageBody, CoverageQuery, coverage_of
 from api.endpoint import Endpoint, Handler, Job
 from api.fields import (
     AtMost,
@@ -38,9 +40,9 @@ from api.openapi.models import (
 )
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
-from shared.params import Bbox, parse_bbox
+from shared.params import Bbox, parse_bbox, parse_time_or_age
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
-from shared.tiles.coverage import MAX_BUFFER, MAX_VERTICES, Coverage, layer_coverage
+from shared.tiles.coverage import Coverage
 from shared.tiles.encoding import Encoding
 from shared.tiles.formats import (
     RETINA,
@@ -60,7 +62,6 @@ from shared.tiles.pretile import (
 )
 from shared.tiles.store import etag_of
 from shared.tiles.styles import StyleInfo
-from shared.vector.cql import MAX_FILTER_CHARS
 
 __all__ = ["ENDPOINTS", "image_response", "render_box", "tile_image"]
 
@@ -160,8 +161,8 @@ class TileJsonQuery(StyleQuery):
         return TileVariant(TileFormat.from_extension(self.tile_format), self.tile_scale)
 
 
-class PretileQuery(JobQuery):
-    """What to pre-tile: a layer, its zooms, language and tile format."""
+class PretileQuery(CoverageQuery):
+    """What to pre-tile: a layer, its zooms, language and tile format, and its coverage."""
 
     id: str = Text(MAX_ID_CHARS, description="Layer id", examples=[RASTER_LAYER_EXAMPLE])
     minzoom: int = Field(DEFAULT_MINZOOM, ge=0, le=MAX_ZOOM, description="First zoom")
@@ -177,38 +178,18 @@ class PretileQuery(JobQuery):
         " each with `@2x`",
     )
     nocache: Flag = Field(False, description="1: render again the tiles already cached")
+    refresh_before: str | None = Field(
+        None,
+        max_length=40,
+        description="Render again the cached tiles written before this: an ISO 8601 time"
+        " (`2026-11-01T06:00:00Z`) or an age (`7d`, `12h`, `30m`, `45s`, `2w`)",
+        examples=["7d"],
+    )
+    max_tiles_per_s: float | None = Field(
+        None, gt=0, le=1_000_000, description="Pace of the run: at most this many tiles a second"
+    )
     is_s3: Flag = Field(False, alias="isS3", description="1: tile into the S3 bucket")
     dryrun: Flag = Field(False, description="1: answer the plan, render nothing")
-    bbox: Box | None = Field(
-        None, description="Coverage: only the tiles meeting this box, minx,miny,maxx,maxy"
-    )
-    bbox_crs: Srs = Field("EPSG:4326", description="CRS of `bbox` (its edges are densified)")
-    coverage_layer: str | None = Text(
-        200,
-        default=None,
-        description="Coverage: the polygons of this vector layer (`where` picks rows)",
-        examples=["public.countries"],
-    )
-    where: str | None = Text(
-        MAX_FILTER_CHARS,
-        default=None,
-        description="CQL2-text filter of `coverage_layer`'s rows (e.g. `name = 'Kyiv'`)",
-    )
-    buffer: int = Field(
-        0, ge=0, le=MAX_BUFFER, description="Grow each tile by this many pixels of its zoom"
-    )
-
-
-class CoverageBody(BaseModel):
-    """A coverage: a GeoJSON Polygon or MultiPolygon in EPSG:4326, or a Feature of one."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: Literal["Polygon", "MultiPolygon", "Feature"] = Field(
-        description=f"The GeoJSON type (at most {MAX_VERTICES} vertices, a valid polygon)"
-    )
-    coordinates: Any = Field(None, description="The rings (Polygon, MultiPolygon)")
-    geometry: Any = Field(None, description="The Polygon or MultiPolygon (Feature)")
 
 
 class SpeedTestQuery(JobQuery):
@@ -371,41 +352,6 @@ async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
     return JSONResponse(_tilejson(info, tile_template(request, path)))
 
 
-async def _coverage(
-    request: Request, query: PretileQuery, body: CoverageBody | None
-) -> Coverage | None:
-    """The coverage a run asks for (at most one of ``bbox``, ``coverage_layer``, a body);
-    None: the layer's footprint, as it is.
-
-    Raises:
-        InvalidInputError: two coverages, ``where`` without ``coverage_layer``, a bad one.
-        UnprocessableError: ``coverage_layer`` and ``where`` match no polygon.
-    """
-    given = [
-        name
-        for name, value in (
-            ("bbox", query.bbox),
-            ("coverage_layer", query.coverage_layer),
-            ("body", body),
-        )
-        if value is not None
-    ]
-    if len(given) > 1:
-        raise InvalidInputError(f"give one coverage, not {' and '.join(given)}", parameter=given[1])
-    if query.where is not None and query.coverage_layer is None:
-        raise InvalidInputError("where filters coverage_layer: name it", parameter="where")
-    if query.bbox is not None:
-        return Coverage.of_bbox(query.bbox, query.bbox_crs, query.buffer)
-    if body is not None:
-        return Coverage.of_geojson(body.model_dump(), query.buffer)
-    if query.coverage_layer is not None:
-        svc = services(request)
-        layer = await svc.vector.layer(svc.db, query.coverage_layer)
-        timeout_ms = svc.settings.vector.statement_timeout_ms
-        return await layer_coverage(svc.db, layer, query.where, query.buffer, timeout_ms)
-    return None
-
-
 async def get_layer_pretile(
     request: Request, query: PretileQuery, body: CoverageBody | None = None
 ) -> Response:
@@ -424,7 +370,15 @@ async def get_layer_pretile(
     style = query.id
     info = svc.tiles.style(style)
     ceiling = settings.tiles.pretile_max_tiles
-    coverage = await _coverage(request, query, body)
+    refresh_before = None
+    if query.refresh_before is not None:
+        if query.nocache:
+            raise InvalidInputError(
+                "nocache=1 renders every tile again: give it or refresh_before, not both",
+                parameter="refresh_before",
+            )
+        refresh_before = parse_time_or_age(query.refresh_before, time.time())
+    coverage = await coverage_of(request, query, body)
     if coverage is None and query.buffer:
         coverage = Coverage.box(info.footprint, query.buffer)
     area = info.footprint if coverage is None else coverage
@@ -434,7 +388,7 @@ async def get_layer_pretile(
     if query.dryrun:
         return JSONResponse(plan)
     check_ceiling(plan)
-    params = {
+    params: dict[str, Any] = {
         "style": style,
         "lang": query.lang,
         "minzoom": query.minzoom,
@@ -445,6 +399,10 @@ async def get_layer_pretile(
     }
     if coverage is not None:
         params["coverage"] = coverage.to_json()
+    if refresh_before is not None:
+        params["refresh_before"] = refresh_before
+    if query.max_tiles_per_s is not None:
+        params["max_tiles_per_s"] = query.max_tiles_per_s
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
     lock = PretileLock(jobs.store, style, settings.jobs.time_limit_s)

@@ -25,6 +25,7 @@ from api.openapi.models import CacheDropped, FeatureCollection, TileJson, Vector
 from api.services import services
 from shared.params import parse_bbox
 from shared.tiles.grid import MAX_ZOOM, TileAddress, parse_tile
+from shared.vector.cache import TILE_KIND
 from shared.vector.catalog import VectorLayer
 from shared.vector.geojson import GeoJsonParams, GeoJsonStream, geojson
 from shared.vector.query import (
@@ -325,7 +326,11 @@ async def vector_tile_answer(
     if use_cache:
         version = await cache.version(svc.db, layer)
         key = cache.key(
-            "mvt", layer, version, {"tile": [tile.z, tile.x, tile.y], "q": features.params()}
+            TILE_KIND,
+            layer,
+            version,
+            {"tile": [tile.z, tile.x, tile.y], "q": features.params()},
+            tile,
         )
         data = await cache.get(key)
     status = "HIT" if data is not None else "MISS"

@@ -200,6 +200,12 @@ class Coverage:
         geometry = None if self.geometry is None else json.loads(shapely.to_geojson(self.geometry))
         return {"bounds": list(self.bounds), "geometry": geometry, "buffer": self.buffer}
 
+    def geojson(self) -> dict[str, Any]:
+        """The area as a GeoJSON geometry (EPSG:4326; the buffer, in pixels of each zoom, aside)."""
+        geometry = self.geometry if self.geometry is not None else shapely.box(*self.bounds)
+        found: dict[str, Any] = json.loads(shapely.to_geojson(geometry))
+        return found
+
     @classmethod
     def from_json(cls, data: dict[str, Any] | Sequence[float]) -> Coverage:
         """A coverage from :meth:`to_json`; a list is a footprint box (steps sent before
@@ -226,6 +232,10 @@ class Coverage:
         meets: np.ndarray = shapely.intersects(self.geometry, boxes)
         meets &= ~shapely.touches(self.geometry, boxes)
         return meets
+
+    def meets(self, zoom: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Which tiles ``x``, ``y`` of ``zoom`` (arrays) meet it, grown by its buffer."""
+        return self._meets(zoom, x, y, zoom)
 
     def _holds(self, q: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Which tiles of level ``q`` lie in it whole (so does every tile below them)."""

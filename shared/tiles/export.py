@@ -1,4 +1,4 @@
-"""Export (issue 25): a layer's tiles for a box and zooms as one MBTiles or PMTiles file.
+"""Export (issue 25): a layer's tiles for a coverage and zooms as one MBTiles or PMTiles file.
 
 A raster layer's tiles are those ``rtile`` answers, byte for byte: taken from the tile cache
 where they are, else rendered by the renderer pre-tiling uses and stored in the cache too, so
@@ -9,13 +9,15 @@ layer's tiles are those of ``/vtile`` (the same statement, :func:`shared.vector.
 read from PostGIS rather than the API's cache), gzipped as MBTiles and PMTiles readers expect;
 a tile without features is left out, as ``/vtile`` answers ``204``.
 
-One process writes an export: the tiles that meet the box (as a
-:class:`~shared.tiles.coverage.Coverage`), zoom by zoom, each zoom along the Hilbert curve of
+One process writes an export: the tiles that meet the coverage (a
+:class:`~shared.tiles.coverage.Coverage`: a box in any CRS, polygons, a buffer, as pre-tiling
+takes it; the layer's bounds by default), zoom by zoom, each zoom along the Hilbert curve of
 PMTiles tile ids (so the archive is clustered), under a temporary name beside the final one,
 renamed once complete (:func:`shared.raster.files.atomic_path`): an export that fails, is
-cancelled or whose process is killed never leaves a file under its final name. Pre-tile a
-large layer first to spread its rendering over every worker process; the export then reads
-the cache.
+cancelled or whose process is killed never leaves a file under its final name. An export to
+the bucket (``s3``) is then uploaded whole and the local file removed
+(:mod:`shared.tiles.export_s3`). Pre-tile a large layer first to spread its rendering over
+every worker process; the export then reads the cache.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ from typing import Any, Protocol
 from pmtiles.tile import zxy_to_tileid
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
+from shared.errors import InvalidInputError, NotFoundError, UnavailableError, UnprocessableError
 from shared.raster.files import atomic_path
 from shared.settings import Settings, VectorSettings
 from shared.tiles.archives import ARCHIVES, ArchiveInfo, open_archive
 from shared.tiles.coverage import Block, Coverage
 from shared.tiles.encoding import Encoding, empty_tile
+from shared.tiles.export_s3 import ExportBucket
 from shared.tiles.formats import TileFormat, TileVariant
-from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
-from shared.tiles.pretile import check_zooms, plan_pretile
+from shared.tiles.grid import MAX_ZOOM, TileAddress
+from shared.tiles.pretile import plan_pretile
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import TileStore, tile_key
 from shared.tiles.styles import read_style
@@ -56,6 +59,8 @@ __all__ = [
     "RASTER_FORMATS",
     "ExportJob",
     "Progress",
+    "check_export_name",
+    "no_export",
     "export_file",
     "export_folder",
     "export_layer",
@@ -92,31 +97,38 @@ class Progress(Protocol):
 
 @dataclass(frozen=True)
 class ExportJob:
-    """What to export: a layer, its tiles' format, a box (EPSG:4326) and zooms (end excluded);
-    without a box or an end zoom, the layer's bounds and one past its own maxzoom."""
+    """What to export: a layer, its tiles' format, a coverage and zooms (end excluded); without
+    a coverage or an end zoom, the layer's bounds (grown by ``buffer``) and one past its own
+    maxzoom. These are the export job's parameters."""
 
     layer: str
     vector: bool
     archive: str
     tile_format: str
-    bbox: list[float] | None
+    #: the coverage, :meth:`Coverage.to_json` (None: the layer's bounds)
+    coverage: dict[str, Any] | None
     minzoom: int
     maxzoom: int | None
     lang: str = ""
     #: where the file is downloaded from, for the result (the API's URL; none from the CLI)
     url: str = ""
+    #: pixels around each tile when the coverage is the layer's bounds (a coverage has its own)
+    buffer: int = 0
+    #: write the archive to the bucket (and not keep it on the disk)
+    s3: bool = False
 
     def within(self, bounds: list[float], own_maxzoom: int) -> ExportJob:
         """The job with the layer's ``bounds`` and ``own_maxzoom`` where it names none."""
         maxzoom = self.maxzoom or min(own_maxzoom, MAX_ZOOM) + 1
-        return replace(self, bbox=self.bbox or bounds, maxzoom=maxzoom)
+        coverage = self.coverage or Coverage.box(bounds, self.buffer).to_json()
+        return replace(self, coverage=coverage, maxzoom=maxzoom)
 
     @property
-    def area(self) -> tuple[list[float], int]:
-        """The box and the end zoom (once :meth:`within` gave the defaults)."""
-        assert self.bbox is not None
+    def area(self) -> tuple[Coverage, int]:
+        """The coverage and the end zoom (once :meth:`within` gave the defaults)."""
+        assert self.coverage is not None
         assert self.maxzoom is not None
-        return self.bbox, self.maxzoom
+        return Coverage.from_json(self.coverage), self.maxzoom
 
 
 def tile_format_of(asked: str | None, vector: bool) -> str:
@@ -155,54 +167,61 @@ def export_name(job_id: str, archive: str) -> str:
     return f"{job_id}.{archive}"
 
 
+def check_export_name(name: str) -> str:
+    """``name``, when it is an export's name (a job id and an archive format).
+
+    Raises:
+        NotFoundError: it is not (``parameter``: ``name``).
+    """
+    if not _NAME.fullmatch(name):
+        raise no_export(name)
+    return name
+
+
+def no_export(name: str) -> NotFoundError:
+    """The error of a name that is no export of the layer."""
+    return NotFoundError(f"no export {name[:80]!r} of this layer", parameter="name")
+
+
 def export_file(exports: Path, layer: str, name: str) -> Path:
-    """The export ``name`` of ``layer``.
+    """The export ``name`` of ``layer`` on the disk.
 
     Raises:
         NotFoundError: ``name`` is not an export's name, or no export of the layer has it (an
             export being written has another name until it is complete).
     """
-    path = export_folder(exports, layer) / name
-    if not _NAME.fullmatch(name) or not path.is_file():
-        raise NotFoundError(f"no export {name[:80]!r} of this layer", parameter="name")
+    path = export_folder(exports, layer) / check_export_name(name)
+    if not path.is_file():
+        raise no_export(name)
     return path
 
 
-def _box_tiles(bbox: list[float], z: int) -> int:
-    """The number of tiles of zoom ``z`` that overlap ``bbox`` (its tile range's)."""
-    west, south, east, north = bbox
-    top_left = TMS.tile(west, min(north, _LAT_LIMIT), z)
-    # a hair inside, so that a box ending on a tile edge does not take the next tile
-    bottom_right = TMS.tile(east - 1e-9, max(south, -_LAT_LIMIT) + 1e-9, z)
-    return (bottom_right.x - top_left.x + 1) * (bottom_right.y - top_left.y + 1)
-
-
-def plan_export(bbox: list[float], minzoom: int, maxzoom: int, max_tiles: int) -> dict[str, Any]:
-    """The tiles per zoom of an export of ``bbox`` (pre-tiling's plan), at most ``max_tiles``.
-
-    The cap is checked first on the box's tile ranges, in constant time a zoom, so that a
-    refused export costs nothing; the plan of an accepted one walks at most its own tiles.
+def plan_export(coverage: Coverage, minzoom: int, maxzoom: int, max_tiles: int) -> dict[str, Any]:
+    """The tiles per zoom of an export of ``coverage``: pre-tiling's plan, every zoom whole,
+    at most ``max_tiles`` tiles in all.
 
     Raises:
         InvalidInputError: the zooms are bad.
-        UnprocessableError: the export is above ``max_tiles``; its detail holds the plan.
+        UnprocessableError: the export is above ``max_tiles``, or a zoom of it is too long to
+            count (a box thin and wide, a polygon of many vertices); its detail holds the plan.
     """
-    check_zooms(minzoom, maxzoom)
-    zooms = [{"zoom": z, "tiles": _box_tiles(bbox, z)} for z in range(minzoom, maxzoom)]
-    total = sum(entry["tiles"] for entry in zooms)
-    if total > max_tiles:
+    plan = plan_pretile(coverage, minzoom, maxzoom, cap=max_tiles, ceiling=max_tiles)
+    if not (plan["cut"] or plan["over_ceiling"]):
+        return plan
+    counts = [entry["tiles"] for entry in plan["zooms"]]
+    counted = sum(count for count in counts if count is not None)
+    if counted > max_tiles:
+        least = "" if None not in counts else "at least "
         raise UnprocessableError(
-            f"the export is {total} tiles, above the cap of {max_tiles} tiles: choose a lower"
-            " maxzoom or a smaller bbox (each zoom has four times the tiles of the one before)",
-            plan={"minzoom": minzoom, "maxzoom": maxzoom, "zooms": zooms, "total": total},
-        )
-    plan = plan_pretile(Coverage.box(bbox), minzoom, maxzoom, cap=max_tiles, ceiling=max_tiles)
-    if plan["cut"] or plan["over_ceiling"]:  # a zoom too long to plan (a box thin and wide)
-        raise UnprocessableError(
-            "the export's zooms cannot all be planned: choose a lower maxzoom or a smaller bbox",
+            f"the export is {least}{counted} tiles, above the cap of {max_tiles} tiles: choose a"
+            " lower maxzoom or a smaller coverage (each zoom has four times the tiles of the one"
+            " before)",
             plan=plan,
         )
-    return plan
+    raise UnprocessableError(
+        "the export's zooms cannot all be planned: choose a lower maxzoom or a smaller coverage",
+        plan=plan,
+    )
 
 
 def tiles_in_order(z: int, coverage: Coverage) -> Iterator[TileAddress]:
@@ -322,8 +341,10 @@ def _field_type(sql_type: str) -> str:
 
 
 def _info(job: ExportJob, name: str, tile_format: str, layer: VectorLayer | None) -> ArchiveInfo:
-    """The archive's metadata: name, format, bounds, center, zooms, and its vector layer."""
-    (w, s, e, n), end = job.area
+    """The archive's metadata: name, format, bounds (the coverage's), center, zooms, and its
+    vector layer."""
+    coverage, end = job.area
+    w, s, e, n = coverage.bounds
     s, n = max(s, -_LAT_LIMIT), min(n, _LAT_LIMIT)
     maxzoom = end - 1
     info: ArchiveInfo = {
@@ -394,9 +415,8 @@ def _write(
     max_tiles: int,
 ) -> dict[str, Any]:
     """Write the export to ``path`` (renamed there once complete): its summary."""
-    bbox, maxzoom = job.area
-    coverage = Coverage.box(bbox)
-    plan = plan_export(bbox, job.minzoom, maxzoom, max_tiles)
+    coverage, maxzoom = job.area
+    plan = plan_export(coverage, job.minzoom, maxzoom, max_tiles)
     title = f"{job.layer}: zooms {job.minzoom}-{maxzoom - 1}, {plan['total']} tiles"
     progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
     pace = _Pace(progress, plan["total"])
@@ -416,8 +436,8 @@ def _write(
                     pace.add(z, len(batch), zoom_done, entry["tiles"])
             if not written:
                 raise UnprocessableError(
-                    f"no tile of layer {job.layer} has data in the bbox and zooms",
-                    bbox=bbox,
+                    f"no tile of layer {job.layer} has data in the coverage and zooms",
+                    bounds=list(coverage.bounds),
                 )
             archive.close(info)
         except BaseException:
@@ -449,6 +469,7 @@ def export_layer(
     *,
     renderer: TileRenderer,
     store: TileStore,
+    bucket: ExportBucket | None = None,
 ) -> dict[str, Any]:
     """Export ``job`` to ``path`` (written aside, renamed once complete): the summary.
 
@@ -459,13 +480,38 @@ def export_layer(
         progress: where the progress lines go (they see a cancellation).
         renderer: renders the raster tiles the cache lacks.
         store: the tile cache read (and filled) for raster tiles.
+        bucket: where an export with ``s3`` goes (``path`` is then removed once uploaded).
 
     Raises:
         NotFoundError: no such layer.
         InvalidInputError: bad zooms or tile format.
         UnprocessableError: above the tile cap, or no tile with data.
+        UnavailableError: ``s3`` without a bucket, or the upload failed (nothing is stored).
         JobCancelledError: cancelled (nothing is left under ``path``).
     """
+    if job.s3 and bucket is None:
+        raise UnavailableError("object storage is not configured (MAPSVC_S3_* settings)")
+    summary = _export(settings, job, path, progress, renderer, store)
+    if bucket is None or not job.s3:
+        return summary
+    progress.line(f"Upload: {summary['bytes']} bytes to the bucket {bucket.bucket}")
+    try:
+        key = bucket.upload(path, job.layer, path.name, KEEP_EXPORTS)
+    finally:
+        path.unlink(missing_ok=True)
+    progress.line(f"Stored: s3://{bucket.bucket}/{key}")
+    return {**summary, "s3": {"bucket": bucket.bucket, "key": key}}
+
+
+def _export(
+    settings: Settings,
+    job: ExportJob,
+    path: Path,
+    progress: Progress,
+    renderer: TileRenderer,
+    store: TileStore,
+) -> dict[str, Any]:
+    """Write the export to ``path`` (:func:`export_layer`)."""
     max_tiles = settings.tiles.pretile_max_tiles
     job = replace(job, tile_format=tile_format_of(job.tile_format, job.vector))
     if not job.vector:

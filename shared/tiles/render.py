@@ -17,7 +17,8 @@ from xml.etree import ElementTree as ET
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
-from shared.tiles.encoding import JPEG_BACKGROUND, PNG_CODEC, PNG_FORMAT, Codec
+from shared.tiles.encoder import Cutter, SolidTiles
+from shared.tiles.encoding import PNG_CODEC, PNG_FORMAT, Codec
 from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.metatile import Metatile
 from shared.tiles.png import Rendered
@@ -47,12 +48,15 @@ class TileRenderer:
         self.mapnik_dir = mapnik_dir
         self.tile_size = tile_size
         self._maps: dict[tuple[str, str], _Loaded] = {}
+        #: the one-colour tiles encoded so far, whose bytes are reused
+        self.solid = SolidTiles()
 
     def __enter__(self) -> TileRenderer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._maps.clear()
+        self.solid.clear()
 
     def _load(self, style: str, lang: str) -> _Loaded:
         path = style_path(self.mapnik_dir, style)
@@ -127,8 +131,7 @@ class TileRenderer:
         """
         started = time.perf_counter()
         image = self._draw(style, lang, area)
-        empty = not image.painted() or _blank(image, image.get_pixel(0, 0))
-        rendered = Rendered(_encode(_flat(image, codec), codec), empty)
+        rendered = Cutter(image, codec, self.solid).tile(0, 0, area.width, area.height)
         RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
         return rendered
 
@@ -176,7 +179,8 @@ class TileRenderer:
         buffer: int = 0,
     ) -> Iterator[tuple[TileAddress, Rendered]]:
         """Draw ``block`` as one image with ``buffer`` pixels around (none for a style of rasters
-        alone), then cut and encode each of ``tiles`` (of the block), one at a time.
+        alone), then cut and encode each of ``tiles`` (of the block), one at a time (a view of
+        the image each, a tile of one colour encoded once: see :mod:`shared.tiles.encoder`).
 
         A tile cut so is the tile :meth:`render_tile` draws, pixel for pixel, but where a label
         or symbol crosses a tile's border (drawn whole here), and in a raster that Mapnik
@@ -193,19 +197,10 @@ class TileRenderer:
             buffer = 0  # a raster's pixels end at the tile's border: the buffer draws nothing
         area, cut = block.area(self.tile_size, scale, buffer)
         try:
-            image = self._draw(style, lang, area, buffer * scale)
-            painted = image.painted()
-            corners = {tile: block.offset(tile, cut) for tile in tiles}
-            # the empty tiles are known before a JPEG's background fills every pixel
-            empty = {
-                tile: not painted
-                or _blank(image.view(x, y, cut.side, cut.side), image.get_pixel(x, y))
-                for tile, (x, y) in corners.items()
-            }
-            flat = _flat(image, codec)
-            for tile, (x, y) in corners.items():
-                view = flat.view(x, y, cut.side, cut.side)
-                yield tile, Rendered(_encode(view, codec), empty[tile])
+            cutter = Cutter(self._draw(style, lang, area, buffer * scale), codec, self.solid)
+            for tile in tiles:
+                x, y = block.offset(tile, cut)
+                yield tile, cutter.tile(x, y, cut.side, cut.side)
         finally:
             RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
 
@@ -217,26 +212,3 @@ def _overhangs(xml: str) -> bool:
     except ET.ParseError:
         return True  # Mapnik read it: the buffer, to be safe
     return any(e.tag.endswith("Symbolizer") and e.tag != "RasterSymbolizer" for e in root.iter())
-
-
-def _blank(part: Any, corner: int) -> bool:
-    """Whether ``part`` (an image or a view), whose top left pixel is ``corner``, is one
-    transparent colour."""
-    return bool(part.is_solid()) and corner == 0
-
-
-def _flat(image: Any, codec: Codec) -> Any:
-    """The image as ``codec`` encodes it: a format without alpha gets ``JPEG_BACKGROUND``
-    behind the map."""
-    if codec.format.has_alpha:
-        return image
-    background = mapnik.Image(image.width(), image.height())
-    background.fill(mapnik.Color(*JPEG_BACKGROUND))
-    background.composite(image)
-    return background
-
-
-def _encode(image: Any, codec: Codec) -> bytes:
-    """The bytes of an image (or a view of one) flattened by :func:`_flat`."""
-    data: bytes = image.to_string(codec.options)
-    return data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import boto3
@@ -128,6 +128,11 @@ class S3TileStore:
             max_pool_connections=max_pool_connections,
         )
 
+    @property
+    def client(self) -> S3Client:
+        """The boto3 client (the exports in the bucket use it too)."""
+        return self._client
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}{key}"
 
@@ -185,6 +190,16 @@ class S3TileStore:
         head = functools.partial(self._client.head_object, Bucket=self.bucket, Key=self._key(key))
         return self._missing_as_none("checking a tile", key, head) is not None
 
+    def modified(self, key: str) -> float | None:
+        """When the object under ``key`` was written (its ``LastModified``), or None.
+
+        Raises:
+            UnavailableError: the storage cannot be reached or refuses access.
+        """
+        head = functools.partial(self._client.head_object, Bucket=self.bucket, Key=self._key(key))
+        found = self._missing_as_none("checking a tile", key, head)
+        return None if found is None else found["LastModified"].timestamp()
+
     def drop_style(self, style: str) -> None:
         """Delete every object under ``<prefix><style>/``, 1000 keys a request.
 
@@ -209,6 +224,59 @@ class S3TileStore:
                 self._delete(batch, style)
         except (ClientError, BotoCoreError) as exc:
             raise self._unavailable(f"dropping the tiles of {style}", folder, exc) from exc
+
+    def names(self, folder: str) -> list[str]:
+        """The names in the folder of keys ``folder`` (``<style>/<lang>/<z>``, …): its objects'
+        and its sub-folders' (a listing with ``/`` as delimiter); none when it is empty.
+
+        Raises:
+            UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
+        """
+        start = f"{self._key(folder)}/"
+        found: list[str] = []
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start, Delimiter="/"
+            )
+            for page in pages:
+                found += [p["Prefix"][len(start) : -1] for p in page.get("CommonPrefixes", [])]
+                found += [item["Key"][len(start) :] for item in page.get("Contents", [])]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("listing tiles", start, exc) from exc
+        return found
+
+    def key_pages(self, folder: str) -> Iterator[list[str]]:
+        """The keys under the folder ``folder``, at any depth, a page (1000) at a time; a page
+        may be removed before the next is asked (the listing goes on from its last key).
+
+        Raises:
+            UnavailableError: the storage cannot be reached, refuses access, or has no bucket.
+        """
+        start = f"{self._key(folder)}/"
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start, PaginationConfig={"PageSize": DELETE_BATCH}
+            )
+            for page in pages:
+                yield [item["Key"][len(self.prefix) :] for item in page.get("Contents", [])]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("listing tiles", start, exc) from exc
+
+    def delete_many(self, keys: list[str]) -> int:
+        """Delete the objects of ``keys``, 1000 a request; the number of keys (object storage
+        does not say which were there: give keys a listing found).
+
+        Raises:
+            UnavailableError: the storage cannot be reached, refuses access, has no bucket, or
+                did not delete some of them.
+        """
+        try:
+            for i in range(0, len(keys), DELETE_BATCH):
+                part = keys[i : i + DELETE_BATCH]
+                self._delete([{"Key": self._key(key)} for key in part], part[0].split("/")[0])
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("deleting tiles", keys[0], exc) from exc
+        return len(keys)
 
     def _delete(self, batch: list[ObjectIdentifierTypeDef], style: str) -> None:
         response = self._client.delete_objects(

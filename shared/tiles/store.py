@@ -73,8 +73,18 @@ class TileStore(Protocol):
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""
 
+    def modified(self, key: str) -> float | None:
+        """When the tile stored under ``key`` was written (POSIX seconds), or None."""
+
     def drop_style(self, style: str) -> None:
         """Forget every tile of a style (refusing a name that is not a style id)."""
+
+    def names(self, folder: str) -> list[str]:
+        """The names in the folder of keys ``folder`` (``<style>/<lang>/<z>``, …): its tiles
+        and sub-folders; none when it is missing."""
+
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove the tiles stored under ``keys``; how many were stored."""
 
 
 class FileTileStore:
@@ -109,6 +119,13 @@ class FileTileStore:
         """Whether a tile is stored under ``key``."""
         return self._path(key).is_file()
 
+    def modified(self, key: str) -> float | None:
+        """When the tile stored under ``key`` was written (its file's mtime), or None."""
+        try:
+            return self._path(key).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
     def drop_style(self, style: str) -> None:
         """Remove the style's folder of tiles, and nothing else.
 
@@ -116,3 +133,21 @@ class FileTileStore:
             InvalidInputError: ``style`` is not a style id (it could name the whole cache).
         """
         shutil.rmtree(self.root / check_style_id(style), ignore_errors=True)
+
+    def names(self, folder: str) -> list[str]:
+        """The names in the folder of keys ``folder`` (none when it is missing)."""
+        try:
+            return os.listdir(self._path(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def delete_many(self, keys: list[str]) -> int:
+        """Remove the files of ``keys`` (their folders stay); how many there were."""
+        removed = 0
+        for key in keys:
+            try:
+                os.unlink(self._path(key))
+                removed += 1
+            except FileNotFoundError:
+                pass  # removed meanwhile
+        return removed

@@ -12,18 +12,25 @@ import base64
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.cache import ByteBudget
+from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer
 
-__all__ = ["VERSION_EVERY_S", "VectorCache"]
+__all__ = ["VERSION_EVERY_S", "VectorCache", "drop_cached_tiles"]
 
 VERSION_EVERY_S = 1.0
+#: the byte budget of the cache's answers (:class:`shared.cache.ByteBudget`)
+_BUDGET = "vector"
+#: the kind of a vector tile's answer, in its key
+TILE_KIND = "mvt"
 
 _VERSION_SQL = text(
     """
@@ -39,7 +46,7 @@ class VectorCache:
     def __init__(self, client: aioredis.Redis, ttl_s: int, max_bytes: int) -> None:
         self.client = client
         self.ttl_s = ttl_s
-        self.budget = ByteBudget("vector", max_bytes)
+        self.budget = ByteBudget(_BUDGET, max_bytes)
         self._versions: dict[str, tuple[float, str]] = {}
 
     async def version(self, engine: AsyncEngine, layer: VectorLayer) -> str:
@@ -62,10 +69,19 @@ class VectorCache:
         self._versions[layer.id] = (time.monotonic(), version)
         return version
 
-    def key(self, kind: str, layer: VectorLayer, version: str, request: dict[str, Any]) -> str:
-        """The key of one answer: ``request`` holds the parsed, normalised parameters only."""
+    def key(
+        self,
+        kind: str,
+        layer: VectorLayer,
+        version: str,
+        request: dict[str, Any],
+        tile: TileAddress | None = None,
+    ) -> str:
+        """The key of one answer: ``request`` holds the parsed, normalised parameters only; the
+        key of a tile names it (``…:<z>/<x>/<y>:<digest>``), so that expiry finds it."""
         digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode())
-        return f"mapsvc:vector:{kind}:{layer.id}:{version}:{digest.hexdigest()[:32]}"
+        where = "" if tile is None else f"{tile.z}/{tile.x}/{tile.y}:"
+        return f"mapsvc:vector:{kind}:{layer.id}:{version}:{where}{digest.hexdigest()[:32]}"
 
     async def get(self, key: str) -> bytes | None:
         """A cached answer."""
@@ -82,3 +98,39 @@ class VectorCache:
         epoch: int = await self.client.incr(f"mapsvc:vector:epoch:{layer.id}")
         self._versions.pop(layer.id, None)
         return epoch
+
+
+def drop_cached_tiles(
+    client: redis.Redis, layer_id: str, wanted: Callable[[TileAddress], bool]
+) -> list[TileAddress]:
+    """Forget the cached tiles of a layer that ``wanted`` picks, in every data version of it.
+
+    The cache's books (:class:`ByteBudget`) list every answer it holds: their tiles of the layer
+    are read there (``ZSCAN``, never the whole key space), and dropped from the books too.
+
+    Args:
+        client: a Redis client that decodes responses.
+        layer_id: the vector layer's id.
+        wanted: whether a cached tile is to go.
+
+    Returns:
+        The tiles dropped (one per answer: a tile asked with other parameters counts again).
+    """
+    budget = ByteBudget(_BUDGET, 0)
+    match = f"mapsvc:vector:{TILE_KIND}:{_glob_escape(layer_id)}:*"
+    keys, tiles = [], []
+    for key, _ in client.zscan_iter(budget.books[0], match=match, count=1000):
+        name = str(key).rsplit(":", 2)
+        if len(name) != 3 or name[1].count("/") != 2:
+            continue  # an answer cached before tiles were named in keys
+        tile = TileAddress(*(int(part) for part in name[1].split("/")))
+        if wanted(tile):
+            keys.append(str(key))
+            tiles.append(tile)
+    budget.drop(client, keys)
+    return tiles
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis ``MATCH`` pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

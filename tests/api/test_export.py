@@ -1,10 +1,13 @@
 """Export to MBTiles and PMTiles (issue 25), on a real worker, read by readers nobody here
-wrote: GDAL's MBTiles driver (raster and vector), Protomaps' ``pmtiles`` reader."""
+wrote: GDAL's MBTiles driver (raster and vector), Protomaps' ``pmtiles`` reader; over every
+coverage pre-tiling takes, its tiles exactly those of pre-tiling's plan."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,8 +19,9 @@ import numpy as np
 import pytest
 import rasterio
 import redis
-from pmtiles.reader import MmapSource, Reader
+from pmtiles.reader import MmapSource, Reader, all_tiles
 from pmtiles.tile import TileType
+from pyproj import Transformer
 from starlette.testclient import TestClient
 
 from shared.settings import Settings
@@ -301,3 +305,183 @@ def test_a_new_export_makes_room_among_the_old_ones(tmp_path: Path) -> None:
     _prune(tmp_path)
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {*names[: KEEP_EXPORTS - 1], live.name}
+
+
+TRIANGLE = {
+    "type": "Polygon",
+    "coordinates": [[[-78.9, 23.6], [-76.6, 23.6], [-78.9, 25.5], [-78.9, 23.6]]],
+}
+#: about the Bahamas' bounds
+BAHAMAS_BOX = (-79.5, 20.9, -72.5, 27.3)
+
+
+@pytest.fixture(scope="module")
+def region(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> str:
+    """The scene again, as a layer of its own: its exports do not push the scene's out."""
+    return own_layer(settings, rdb, RGB, "export", "region.tif")
+
+
+def mbtiles_tiles(path: Path) -> set[tuple[int, int, int]]:
+    """The tiles of an MBTiles file, their rows XYZ."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT zoom_level, tile_column, tile_row FROM tiles").fetchall()
+    return {(z, x, (1 << z) - 1 - row) for z, x, row in rows}
+
+
+def coverage_tiles(coverage: Coverage, minzoom: int, maxzoom: int) -> set[tuple[int, int, int]]:
+    return {(t.z, t.x, t.y) for z in range(minzoom, maxzoom) for t in coverage.tiles(z)}
+
+
+def test_an_export_takes_a_bbox_of_any_crs_and_its_tiles_are_the_plan(
+    api: TestClient, settings: Settings, region: str
+) -> None:
+    to_3857 = Transformer.from_crs("EPSG:4326", "EPSG:3857", always_xy=True)
+    (x0, x1), (y0, y1) = to_3857.transform([-78.4, -77.1], [24.0, 25.1])
+    coverage = {"bbox": f"{x0},{y0},{x1},{y1}", "bbox_crs": "EPSG:3857", "buffer": "32"}
+    zooms = {"minzoom": "8", "maxzoom": "11"}
+    plan = api.get(
+        f"/api-user/gis-layer-pretile/{region}", params={**coverage, **zooms, "dryrun": 1}
+    )
+    r = api.get(f"{EXPORT}/{region}", params={**coverage, **zooms})
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["tiles"] == result["plan"]["total"] == plan.json()["total"]
+    expected = Coverage.of_bbox(coverage["bbox"], "EPSG:3857", 32)
+    assert mbtiles_tiles(exported(settings, result)) == coverage_tiles(expected, 8, 11)
+    assert result["bounds"] == pytest.approx(list(expected.bounds))
+
+
+def test_an_export_takes_a_geojson_body_and_a_coverage_layer(
+    api: TestClient, settings: Settings, region: str, vector_tables: str
+) -> None:
+    zooms = {"minzoom": "8", "maxzoom": "11", "format": "pmtiles"}
+    r = api.post(f"{EXPORT}/{region}", params=zooms, json=TRIANGLE)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    dry = api.post(
+        f"/api-user/gis-layer-pretile/{region}?dryrun=1&minzoom=8&maxzoom=11", json=TRIANGLE
+    )
+    assert result["tiles"] == dry.json()["total"]
+    with exported(settings, result).open("rb") as f:
+        stored = {zxy for zxy, _ in all_tiles(MmapSource(f))}
+    assert stored == coverage_tiles(Coverage.of_geojson(TRIANGLE), 8, 11)
+
+    bahamas = {"coverage_layer": "public.countries", "where": "iso_a3 = 'BHS'"}
+    r = api.get(f"{EXPORT}/{region}", params={**bahamas, "minzoom": "8", "maxzoom": "10"})
+    assert r.status_code == 200, r.text
+    result = r.json()
+    dry = api.get(
+        f"/api-user/gis-layer-pretile/{region}",
+        params={**bahamas, "minzoom": "8", "maxzoom": "10", "dryrun": "1"},
+    ).json()
+    assert result["tiles"] == dry["total"] == sum(z["tiles"] for z in result["plan"]["zooms"])
+    w, s, e, n = result["bounds"]
+    assert -79.5 < w < e < -72.5  # the islands' bounds, not the scene's
+    assert 20.5 < s < n < 27.5
+
+
+def test_a_bad_coverage_is_400_and_nothing_is_written(
+    api: TestClient, settings: Settings, region: str, vector_tables: str
+) -> None:
+    folder = export_folder(settings.dirs.exports, region)
+    before = sorted(folder.iterdir()) if folder.is_dir() else []
+    jobs = api.get("/api-user/jobs", params={"limit": 100}).json()["jobs"]
+    for params, body, parameter in (
+        ({"bbox": "-78,24,-77,25", "coverage_layer": "public.countries"}, None, "coverage_layer"),
+        ({"bbox": "-78,24,-77,25"}, TRIANGLE, "body"),
+        ({"where": "iso_a3 = 'BHS'"}, None, "where"),
+        ({"bbox": "-77,24,-78,25"}, None, "bbox"),
+        ({"bbox": "1,2,3,4", "bbox_crs": "EPSG:999999"}, None, "bbox_crs"),
+        ({"coverage_layer": "public.test_points"}, None, "coverage_layer"),
+        ({"buffer": "257"}, None, "buffer"),
+        ({}, TRIANGLE | {"coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}, "body"),
+    ):
+        r = (
+            api.post(f"{EXPORT}/{region}", params=params, json=body)
+            if body
+            else api.get(f"{EXPORT}/{region}", params=params)
+        )
+        assert r.status_code == 400, (params, r.text)
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+    r = api.get(
+        f"{EXPORT}/{region}",
+        params={"coverage_layer": "public.countries", "where": "iso_a3 = 'XXX'"},
+    )
+    assert r.status_code == 422
+    assert "the coverage is empty" in assert_error(r.json(), "unprocessable")["message"]
+    assert (sorted(folder.iterdir()) if folder.is_dir() else []) == before
+    assert api.get("/api-user/jobs", params={"limit": 100}).json()["jobs"] == jobs  # none started
+
+
+@pytest.mark.parametrize("mount", ["/api-user", "/api/v1"])
+def test_a_caller_without_the_layer_gets_404_on_both_mounts(
+    api: TestClient,
+    settings: Settings,
+    scene: str,
+    scene_mbtiles: dict[str, Any],
+    vector_tables: str,
+    mount: str,
+) -> None:
+    others = limited_key(api, "operator", [POINTS_LAYER])  # neither the scene nor the countries
+    mine = limited_key(api, "operator", [scene])  # the scene, not the countries
+    export_path = f"{mount}/gis-layer-export/{scene}"
+    file_path = f"{export_path}/files/{scene_mbtiles['file']}"
+    for headers in (others,):
+        for r in (
+            api.get(export_path, params={"minzoom": 8, "maxzoom": 9}, headers=headers),
+            api.post(
+                export_path, params={"minzoom": 8, "maxzoom": 9}, json=TRIANGLE, headers=headers
+            ),
+            api.get(file_path, headers=headers),
+        ):
+            assert r.status_code == 404, r.text
+            assert scene not in r.text
+    hidden = {"coverage_layer": "public.countries", "where": "iso_a3 = 'BHS'", "maxzoom": "9"}
+    r = api.get(export_path, params=hidden, headers=mine)
+    assert r.status_code == 404, r.text
+    assert "public.countries" not in r.text
+    assert (
+        api.get(file_path, headers=mine).content == exported(settings, scene_mbtiles).read_bytes()
+    )
+
+
+def test_an_export_to_the_bucket_without_one_is_503_before_any_work(
+    api: TestClient, scene: str
+) -> None:
+    r = api.get(f"{EXPORT}/{scene}", params={"minzoom": 8, "maxzoom": 9, "isS3": 1})
+    assert r.status_code == 503, r.text
+    assert "object storage is not configured" in assert_error(r.json(), "unavailable")["message"]
+
+
+def test_cli_export_takes_the_coverages_of_the_api(
+    settings: Settings, region: str, vector_tables: str, tmp_path: Path
+) -> None:
+    shape = tmp_path / "triangle.geojson"
+    shape.write_text(json.dumps({"type": "Feature", "properties": {}, "geometry": TRIANGLE}))
+    out = tmp_path / "triangle.pmtiles"
+    zooms = ("--minzoom", "8", "--maxzoom", "10")
+    argv = ("export", region, "--format", "pmtiles", *zooms, "--buffer", "16")
+    run_mapsvc(settings, *argv, "--geojson", str(shape), "--out", str(out), check=True)
+    with out.open("rb") as f:
+        stored = {zxy for zxy, _ in all_tiles(MmapSource(f))}
+    assert stored == coverage_tiles(Coverage.of_geojson(TRIANGLE, 16), 8, 10)
+
+    out = tmp_path / "bahamas.mbtiles"
+    layer = ("--coverage-layer", "public.countries", "--where", "iso_a3 = 'BHS'")
+    run_mapsvc(settings, "export", region, *zooms, *layer, "--out", str(out), check=True)
+    assert 0 < len(mbtiles_tiles(out)) < len(coverage_tiles(Coverage.box(BAHAMAS_BOX), 8, 10))
+
+    for bad, words in (
+        (("--where", "iso_a3 = 'BHS'"), "where filters coverage_layer"),
+        (("--bbox", "1,2,3,4", "--bbox-crs", "EPSG:999999"), "unknown srs"),
+        (("--bbox", "0,0,1,1", "--geojson", str(shape)), "not allowed with argument"),
+        (("--geojson", str(tmp_path / "nosuch.geojson")), "--geojson"),
+    ):
+        done = run_mapsvc(settings, "export", region, *zooms, *bad, "--out", str(tmp_path / "x"))
+        assert done.returncode == 2, done.stderr
+        assert words in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bahamas.mbtiles",
+        "triangle.geojson",
+        "triangle.pmtiles",
+    ]

@@ -51,6 +51,7 @@ __all__ = [
     "service_settings",
     "sqlalchemy_url",
     "start",
+    "summary_line",
     "WrkCase",
     "WrkResult",
     "wait_http",
@@ -171,8 +172,21 @@ class Server:
 
 
 def start(
-    stack: ExitStack, name: str, argv: Sequence[str], log: Path, env: dict[str, str], cwd: Path
+    stack: ExitStack,
+    name: str,
+    argv: Sequence[str],
+    log: Path,
+    env: dict[str, str],
+    cwd: Path,
+    *,
+    own_session: bool = True,
 ) -> Server:
+    """``argv`` started in a process group of its own, stopped when ``stack`` closes.
+
+    ``own_session``: in a session of its own too, as a service manager starts it (a scheduling
+    group of its own under Linux's autogroup); else in this script's, as ``mapsvc up`` starts
+    the API and the worker.
+    """
     with log.open("wb") as out:
         popen = subprocess.Popen(
             list(argv),
@@ -181,7 +195,8 @@ def start(
             stdin=subprocess.DEVNULL,
             env=env,
             cwd=cwd,
-            start_new_session=True,
+            start_new_session=own_session,
+            process_group=None if own_session else 0,
         )
     server = Server(name, popen, log)
     stack.callback(server.stop)
@@ -233,12 +248,17 @@ def goal(what: str, ratio: float, target: float, unit: str, *, at_most: bool = F
     line = (
         f"{what:58} {ratio:8.2f} {unit:14} goal {sign} {target:<5g} {'met' if met else 'NOT met'}"
     )
+    summary_line(line)
+    return met
+
+
+def summary_line(line: str) -> None:
+    """Print ``line`` and add it to the run's summary (a figure shown beside the goals)."""
     print(line)
     summary = os.environ.get(SUMMARY_ENV)
     if summary:
         with open(summary, "a", encoding="utf-8") as out:
             out.write(line + "\n")
-    return met
 
 
 # --- wrk: the load generator of every HTTP throughput figure ---------------------------------

@@ -13,13 +13,18 @@ process, three layers:
 The chunks of a pre-tiling plan of each (the footprint's tiles, as the job plans them) are
 rendered and stored by the pre-tiling runner's own code (``PretileRunner._render_tiles``, a
 file tile cache, ``nocache``), once drawing each chunk as metatiles (``MAPSVC_METATILE_SIZE``
-8, buffer 128 px, none for the raster) and once tile by tile (size 1), in turn, ``--passes``
-times; every run stores every planned tile (checked). The queue, Redis counters and worker
-processes around a chunk cost both modes the same and are left out: this is the rendering side
-of a seed, per process.
+8, buffer 128 px, none for the raster) and once tile by tile (size 1: ``render_tile`` per tile,
+what a seed with ``MAPSVC_METATILE_SIZE=1`` does), in turn, ``--passes`` times; every run
+stores every planned tile (checked). Each pass starts cold: no tile cached, and no tile of one
+colour kept encoded from the pass before (both modes reuse those within a pass, as a worker
+does). The queue, Redis counters and worker processes around a chunk cost both modes the same
+and are left out: this is the rendering side of a seed, per process.
 
 The goal (issue 25): tiles per second with metatiles at least twice tile-by-tile's, the median
-of the per-pass ratios, for each layer.
+of the per-pass ratios, for each layer of countries. Each pass prints its CPU seconds too (the
+process's, writer thread included): on a machine busy with other work, their ratio moves less
+than the wall clock's. The raster is measured for the record: raster layers are seeded tile by
+tile (a metatile gains them nothing), so it has no goal.
 """
 
 from __future__ import annotations
@@ -62,15 +67,16 @@ GOAL = 2.0
 
 def seed(
     runner: PretileRunner, job: PretileJob, store: FileTileStore, planned: list[Chunk]
-) -> tuple[float, dict[str, int]]:
-    """Seconds to render and store every chunk of ``planned``; what the chunks counted."""
+) -> tuple[float, float, dict[str, int]]:
+    """Seconds (wall clock, and the process's CPU) to render and store every chunk of
+    ``planned``; what the chunks counted."""
     counts = {"rendered": 0, "skipped": 0, "empty": 0, "cancelled": 0}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for chunk in planned:
         error = runner._render_tiles(chunk, job, store, counts)
         if error is not None:
             raise RuntimeError(error)
-    return time.perf_counter() - t0, counts
+    return time.perf_counter() - t0, time.process_time() - cpu0, counts
 
 
 @dataclass
@@ -102,6 +108,7 @@ def measure(case: Case, cache: Path, passes: int, size: int, buffer: int) -> lis
         f" {len(planned)} chunks; {passes} passes per mode, in turn; one process"
     )
     rates: dict[str, list[float]] = {name: [] for name in modes}
+    cpu: dict[str, list[float]] = {name: [] for name in modes}
     with TileRenderer(case.mapnik_dir) as renderer:
         runs = {
             name: (
@@ -121,21 +128,28 @@ def measure(case: Case, cache: Path, passes: int, size: int, buffer: int) -> lis
             seed(runner, job, store, planned[:4])  # the map loaded, untimed
         for i in range(passes):
             for name, (runner, job) in runs.items():
+                # cold: no tile cached, no one-colour tile's bytes kept from the pass before
                 shutil.rmtree(cache / job.style, ignore_errors=True)
-                seconds, counts = seed(runner, job, store, planned)
+                renderer.solid.clear()
+                seconds, cpu_s, counts = seed(runner, job, store, planned)
                 stored = sum(1 for _ in (cache / job.style).rglob("*.png"))
                 if counts["rendered"] != plan["total"] or stored != plan["total"]:
                     raise RuntimeError(f"{name}: {counts}, {stored} stored, plan {plan}")
                 rates[name].append(plan["total"] / seconds)
+                cpu[name].append(cpu_s)
                 print(
                     f"  pass {i + 1}/{passes} {name}: {plan['total']} tiles"
-                    f" ({counts['empty']} empty) in {seconds:.2f} s, {rates[name][-1]:.1f} tiles/s"
+                    f" ({counts['empty']} empty) in {seconds:.2f} s (CPU {cpu_s:.2f} s),"
+                    f" {rates[name][-1]:.1f} tiles/s"
                 )
     meta, single = (rates[name] for name in modes)
     ratios = [m / s for m, s in zip(meta, single, strict=True)]
+    meta_cpu, single_cpu = (cpu[name] for name in modes)
+    cpu_ratios = [s / m for m, s in zip(meta_cpu, single_cpu, strict=True)]
     for name, values in rates.items():
         print(f"  {name:28} {statistics.median(values):9.1f} tiles/s (median)")
     print(f"  per pass: {', '.join(f'{r:.2f}x' for r in ratios)}")
+    print(f"  per pass, by CPU seconds: {', '.join(f'{r:.2f}x' for r in cpu_ratios)}")
     return ratios
 
 
@@ -221,12 +235,12 @@ def main() -> int:
         print(f"\nload average (1, 5, 15 min) at the end: {load_average()}")
         print("\ngoal (issue 25, medians of the per-pass ratios):")
         for case in cases:
-            goal(
-                f"seeding {case.label} z{case.zooms[0]}-{case.zooms[1]}: metatiles / tile by tile",
-                statistics.median(ratios[case.name]),
-                GOAL,
-                "x",
-            )
+            what = f"metatiles vs per-tile seeding: {case.label} z{case.zooms[0]}-{case.zooms[1]}"
+            ratio = statistics.median(ratios[case.name])
+            if case.meta_style is None:
+                goal(what, ratio, GOAL, "x")
+            else:  # a raster, forced into metatiles: seeded tile by tile, no goal
+                print(f"{what:58} {ratio:8.2f} x (rasters are seeded tile by tile)")
     finally:
         drop_database(pg, DATABASE)
         if args.keep:

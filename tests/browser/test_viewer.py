@@ -13,10 +13,12 @@ import base64
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -374,4 +376,70 @@ def test_api_docs_page_lists_the_routes(tab: Tab) -> None:
     }
     assert shown == documented
     shoot(page, "api-docs.png")
+    tab.clean()
+
+
+def _unique_colours(page: Page) -> int:
+    return len(np.unique(canvas(page).reshape(-1, 3), axis=0))
+
+
+@pytest.mark.worker
+@pytest.mark.usefixtures("worker")
+def test_a_pmtiles_export_is_drawn_from_its_url_with_range_requests(tab: Tab, world: str) -> None:
+    """MapLibre with the `pmtiles` protocol draws the export straight from its download URL,
+    pixel for pixel the layer's tiles, asking the archive by HTTP range requests."""
+    started = httpx.get(
+        f"{tab.base}/api-user/gis-layer-export/{world}",
+        params={"format": "pmtiles", "minzoom": 0, "maxzoom": 4, "async": 1},
+        headers=AUTH,
+    )
+    assert started.status_code == 202, started.text
+    job = started.json()["id"]
+    deadline = time.monotonic() + WAIT_MS / 1000 * 3
+    while (state := httpx.get(f"{tab.base}/api-user/jobs/{job}", headers=AUTH).json())[
+        "state"
+    ] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
+    result = state["result"]
+    assert (state["state"], result["tiles"]) == ("succeeded", 85), state  # 1 + 4 + 16 + 64
+    url = result["url"]
+
+    page = tab.page
+    answers: list[tuple[int, str | None]] = []
+    page.on(
+        "response",
+        lambda r: (
+            answers.append((r.status, r.request.headers.get("range")))
+            if urlsplit(r.url).path == url
+            else None
+        ),
+    )
+    tab.open("/viewer#map=2/20/0")
+    sign_in(tab)
+    # the job's result offers the archive: drawn, the map fitted to its bounds
+    page.click(f'button.job-link[data-job-id="{job}"]')
+    page.click("#export-show")
+    expect(page.locator("#status")).to_contain_text("zooms 0-3")
+    assert answers, "the archive was not read"
+    assert {status for status, _ in answers} == {206}, answers  # parts, never the whole file
+    assert all(asked and asked.startswith("bytes=") for _, asked in answers)
+
+    # ?pmtiles=<url> at a fixed view: the archive alone, then the layer's own tiles over it
+    answers.clear()
+    tab.open(f"/viewer?pmtiles={url}#map=2/20/0")
+    expect(page.locator("#status")).to_contain_text("zooms 0-3")
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while _unique_colours(page) < 500:  # the base has a handful: wait for the image
+        assert time.monotonic() < deadline, "the archive drew nothing"
+        time.sleep(0.2)
+    archive = canvas(page)
+    assert answers, "the archive was not read"
+    assert {status for status, _ in answers} == {206}, answers
+    page.click(f"{row(page, encode_id('single'))} button.open")
+    draw(page, world)
+    tiles = canvas(page)
+    same = (np.abs(archive - tiles) <= 3).all(axis=-1)
+    assert same.mean() > 0.99, f"{same.mean():.1%} of the map is the layer's own pixels"
+    shoot(page, "viewer-pmtiles.png")
     tab.clean()

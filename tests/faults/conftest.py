@@ -178,17 +178,18 @@ def scene(fault_settings: Settings, fault_rdb: redis.Redis, request: pytest.Fixt
 @pytest.fixture
 def start_worker(
     fault_settings: Settings, fault_api: Api, fault_rdb: redis.Redis, tmp_path: Path
-) -> Iterator[Callable[[], ServiceProcess]]:
+) -> Iterator[Callable[..., ServiceProcess]]:
     """Start a Celery worker (two pool processes, the embedded beat) once the Redis db is
     emptied of what earlier tests left; each is stopped when the test ends."""
     fault_rdb.flushdb()
     started: list[ServiceProcess] = []
 
-    def start() -> ServiceProcess:
+    def start(**env: str) -> ServiceProcess:
+        """A worker; ``env``: settings of its own (``MAPSVC_…`` variables)."""
         n = len(started) + 1
         argv = [sys.executable, "-m", "api.cli", "worker", "-c", "2"]
         log = tmp_path / f"worker-{n}.log"
-        worker = ServiceProcess(f"worker {n}", argv, settings_env(fault_settings), log, ROOT)
+        worker = ServiceProcess(f"worker {n}", argv, settings_env(fault_settings) | env, log, ROOT)
         started.append(worker)
         worker.wait_for(api_answers(fault_api.base, "/api-user/ready"), 60, "/ready answering")
         return worker

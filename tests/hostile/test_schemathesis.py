@@ -41,6 +41,9 @@ JOB_OPERATIONS = {
     "/gis-raster/{path}",
     "/gis-layer-compress/{id}",
     "/gis-layer-pretile/{id}",
+    "/gis-layer-export/{id}",
+    "/gis-layer-truncate/{id}",
+    "/gis-layer-expire/{id}",
     "/gis-speed-test",
 }
 #: operations that read credentials of their own (client credentials, a login form): what the
@@ -190,6 +193,7 @@ ANSWERS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "image/png",
     ),
     ("/gis-layer-pretile/{id}", {"id": LAYER}, {"dryrun": "1", "minzoom": 6, "maxzoom": 9}, ""),
+    ("/gis-layer-truncate/{id}", {"id": LAYER}, {"dryrun": "1", "maxzoom": 9}, ""),
     ("/gis-raster", {}, {"folder": "single"}, "application/json"),
     ("/gis-raster-stat/{id}", {"id": LAYER}, {}, "application/json"),
     ("/gis-raster-info/{id}", {"id": LAYER}, {}, "application/json"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import InvalidInputError
-from shared.params import crs_valid_area, parse_bbox, parse_lang, parse_srs
+from shared.params import crs_valid_area, parse_bbox, parse_lang, parse_srs, parse_time_or_age
 
 HALF = 20037508.342789244
 
@@ -68,3 +68,31 @@ def test_a_bbox_is_four_ordered_numbers_inside_the_crs() -> None:
     with pytest.raises(InvalidInputError, match="outside the valid area") as caught:
         parse_bbox(f"{-HALF},0,{HALF},1e6")
     assert caught.value.detail["valid"] == [-180.0, -90.0, 180.0, 90.0]
+
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("7d", NOW - 7 * 86400),
+        ("12h", NOW - 12 * 3600),
+        ("30m", NOW - 1800),
+        ("45s", NOW - 45),
+        ("2w", NOW - 14 * 86400),
+        ("2026-11-01T06:00:00Z", 1793512800.0),
+        ("2026-11-01T06:00:00", 1793512800.0),  # UTC when it names no offset
+        ("2026-11-01T08:00:00+02:00", 1793512800.0),
+        ("2026-11-01", 1793491200.0),
+    ],
+)
+def test_a_time_or_an_age_is_a_moment(text: str, seconds: float) -> None:
+    assert parse_time_or_age(text, NOW) == seconds
+
+
+@pytest.mark.parametrize("text", ["7", "d7", "7 days", "-1d", "2026-13-01", "soon", "2099-01-01"])
+def test_a_bad_time_or_age_is_refused_naming_the_parameter(text: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        parse_time_or_age(text, NOW)
+    assert caught.value.detail["parameter"] == "refresh_before"

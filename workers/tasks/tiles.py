@@ -8,15 +8,19 @@ from typing import Any
 from celery import Task
 
 from shared.jobs import Continued, JobReporter
+from shared.tiles.coverage import Coverage
 from shared.tiles.encoding import Encoding
 from shared.tiles.export import ExportJob, export_folder, export_layer, export_name
+from shared.tiles.export_s3 import ExportBucket
 from shared.tiles.formats import TileVariant
+from shared.tiles.grid import TileAddress
 from shared.tiles.metatile import Metatiling
 from shared.tiles.pretile import Chunk
-from shared.tiles.pretile_run import PretileJob, PretileRunner
+from shared.tiles.pretile_run import PretileJob, PretileRunner, SendChunk, SendStep
 from shared.tiles.render import TileRenderer
 from shared.tiles.speed import speed_test as run_speed_test
 from shared.tiles.stores import TileStores, tile_stores
+from shared.tiles.truncate import Sweep, run_sweep
 from workers._job import JobTask, job_store
 from workers.celery_app import app, settings
 
@@ -42,6 +46,8 @@ def _runner() -> PretileRunner:
         lock_ttl_s=settings.jobs.time_limit_s,
         encoding=Encoding.from_settings(settings.tiles),
         metatiling=Metatiling.from_settings(settings.tiles),
+        max_runs=settings.tiles.seed_max_concurrent_runs,
+        max_failed=settings.tiles.seed_max_failed_tiles,
     )
 
 
@@ -56,24 +62,67 @@ def pretile(
     s3: bool,
     variant: str = "png",
     coverage: dict[str, Any] | None = None,
+    refresh_before: float | None = None,
+    max_tiles_per_s: float | None = None,
+    resume_of: str | None = None,
 ) -> Continued | dict[str, Any]:
     """Plan the run and start sending its chunks; the last of them ends the job (spec 4.2).
 
     ``variant`` names the tiles' format and scale (``png``, ``webp@2x``, …); every step of the
     run is sent it (a step sent before it existed makes PNG tiles). ``coverage`` is the area
-    tiled (``Coverage.to_json``; None: the layer's footprint).
+    tiled (``Coverage.to_json``; None: the layer's footprint); ``refresh_before`` (POSIX
+    seconds) makes the tiles cached before it again; ``max_tiles_per_s`` paces the run;
+    ``resume_of`` names the interrupted job this one continues.
     """
-    job = PretileJob(report.job_id, style, lang, refresh, s3, TileVariant.from_name(variant))
-    return _runner().start(
-        report,
-        job,
-        minzoom,
-        maxzoom,
-        lambda area, plan, start, sent: send_chunks.delay(
-            job.job_id, style, lang, area, plan, refresh, s3, start, sent, variant
-        ),
-        coverage,
+    job = PretileJob(
+        report.job_id,
+        style,
+        lang,
+        refresh,
+        s3,
+        TileVariant.from_name(variant),
+        refresh_before,
+        max_tiles_per_s,
     )
+    return _runner().start(
+        report, job, minzoom, maxzoom, _send_step(job), coverage, resume_of=resume_of
+    )
+
+
+def _send_step(job: PretileJob) -> SendStep:
+    """Queues a sender step of the run (after ``later`` seconds)."""
+
+    def send(
+        area: dict[str, Any] | list[float],
+        plan: dict[str, Any],
+        start: int,
+        sent: int,
+        later: float,
+    ) -> None:
+        send_chunks.apply_async(
+            (job.job_id, job.style, job.lang, area, plan, job.refresh, job.s3, start, sent),
+            {
+                "variant": job.variant.name,
+                "refresh_before": job.refresh_before,
+                "max_tiles_per_s": job.max_tiles_per_s,
+            },
+            countdown=later or None,
+        )
+
+    return send
+
+
+def _send_chunk(job: PretileJob) -> SendChunk:
+    """Queues the rendering of a chunk of the run (after ``later`` seconds)."""
+
+    def send(c: Chunk, later: float) -> None:
+        args = (job.job_id, job.style, job.lang, c.z, c.x0, c.y0, c.x1, c.y1, job.refresh, job.s3)
+        kwargs: dict[str, Any] = {"variant": job.variant.name, "mask": c.mask}
+        if job.refresh_before is not None:  # (a chunk sent before it existed has none)
+            kwargs["refresh_before"] = job.refresh_before
+        render_chunk.apply_async(args, kwargs, countdown=later or None)
+
+    return send
 
 
 @app.task(name="tiles.send_chunks", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -88,24 +137,32 @@ def send_chunks(
     start: int,
     sent_tiles: int,
     variant: str = "png",
+    refresh_before: float | None = None,
+    max_tiles_per_s: float | None = None,
 ) -> None:
     """Send the run's next chunks from the ``start``-th, then queue the next step behind them.
 
     Resent when its worker process dies: a chunk sent twice still counts once. ``coverage``
     is the run's (a step sent before coverages existed has the layer's bounds).
     """
+    job = PretileJob(
+        job_id,
+        style,
+        lang,
+        refresh,
+        s3,
+        TileVariant.from_name(variant),
+        refresh_before,
+        max_tiles_per_s,
+    )
     _runner().send(
-        PretileJob(job_id, style, lang, refresh, s3, TileVariant.from_name(variant)),
+        job,
         coverage,
         plan,
         start,
         sent_tiles,
-        send_chunk=lambda c: render_chunk.delay(
-            job_id, style, lang, c.z, c.x0, c.y0, c.x1, c.y1, refresh, s3, variant, c.mask
-        ),
-        send_next=lambda area, plan, start, sent: send_chunks.delay(
-            job_id, style, lang, area, plan, refresh, s3, start, sent, variant
-        ),
+        send_chunk=_send_chunk(job),
+        send_next=_send_step(job),
     )
 
 
@@ -126,11 +183,17 @@ def render_chunk(
     s3: bool,
     variant: str = "png",
     mask: int | None = None,
+    refresh_before: float | None = None,
 ) -> None:
-    """Render the tiles of one chunk that are not cached yet (all of them with ``refresh``);
-    ``mask``: the chunk's tiles to make (``Chunk.mask``; None: every one)."""
-    job = PretileJob(job_id, style, lang, refresh, s3, TileVariant.from_name(variant))
-    _runner().render(job, Chunk(z, x0, y0, x1, y1, mask), self.request.hostname or "")
+    """Render the tiles of one chunk that are not cached yet (all of them with ``refresh``,
+    those cached before ``refresh_before`` again); ``mask``: the chunk's tiles to make
+    (``Chunk.mask``; None: every one). A chunk that fails is sent again, a bounded number of
+    times."""
+    job = PretileJob(
+        job_id, style, lang, refresh, s3, TileVariant.from_name(variant), refresh_before
+    )
+    chunk = Chunk(z, x0, y0, x1, y1, mask)
+    _runner().render(job, chunk, self.request.hostname or "", retry=_send_chunk(job))
 
 
 @app.task(base=JobTask, name="tiles.speed_test")
@@ -146,15 +209,62 @@ def export(
     vector: bool,
     archive: str,
     tile_format: str,
-    bbox: list[float],
     minzoom: int,
     maxzoom: int,
     lang: str = "",
     url: str = "",
+    coverage: dict[str, Any] | None = None,
+    buffer: int = 0,
+    s3: bool = False,
+    bbox: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Write a layer's tiles for a box and zooms into an MBTiles or PMTiles file (issue 25)."""
-    job = ExportJob(layer, vector, archive, tile_format, bbox, minzoom, maxzoom, lang, url)
-    path = export_folder(settings.dirs.exports, layer) / export_name(report.job_id, archive)
-    return export_layer(
-        settings, job, path, report, renderer=_renderer(), store=_stores().pick(False)
+    """Write a layer's tiles for a coverage and zooms into an MBTiles or PMTiles file, on the
+    disk or (``s3``) in the bucket (issue 25). ``bbox``: the box of a job sent before
+    coverages (``coverage``, ``Coverage.to_json``) existed."""
+    if coverage is None and bbox is not None:
+        coverage = Coverage.box(bbox).to_json()
+    job = ExportJob(
+        layer, vector, archive, tile_format, coverage, minzoom, maxzoom, lang, url, buffer, s3
     )
+    path = export_folder(settings.dirs.exports, layer) / export_name(report.job_id, archive)
+    stores = _stores()
+    return export_layer(
+        settings,
+        job,
+        path,
+        report,
+        renderer=_renderer(),
+        store=stores.pick(False),
+        bucket=None if stores.s3 is None else ExportBucket(stores.s3),
+    )
+
+
+def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:
+    """Run a truncation or expiry (:class:`Sweep`); tiles drawn again tile by tile, as a tile
+    asked for on demand is, at most ``MAPSVC_PRETILE_MAX_TILES`` of them."""
+    encoding = Encoding.from_settings(settings.tiles)
+
+    def render(style: str, lang: str, tile: TileAddress, variant: TileVariant) -> bytes:
+        codec = encoding.codec(variant.format)
+        return _renderer().render_tile(style, lang, tile, codec, variant.scale).data
+
+    return run_sweep(
+        Sweep(**params),
+        report,
+        stores=_stores(),
+        client=job_store().client,
+        render=render,
+        rerender_max=settings.tiles.pretile_max_tiles,
+    )
+
+
+@app.task(base=JobTask, name="tiles.truncate")
+def truncate(report: JobReporter, **params: Any) -> dict[str, Any]:
+    """Remove a layer's cached tiles for a coverage, zooms, variants and languages (issue 25)."""
+    return _sweep(report, params)
+
+
+@app.task(base=JobTask, name="tiles.expire")
+def expire(report: JobReporter, **params: Any) -> dict[str, Any]:
+    """Remove (or draw again) a layer's cached tiles of an expiry list or polygon (issue 25)."""
+    return _sweep(report, params)

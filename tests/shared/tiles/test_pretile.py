@@ -10,11 +10,14 @@ import pytest
 import redis
 
 from shared.errors import InvalidInputError, UnprocessableError
+from shared.jobs import JobStore
+from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.pretile import (
     CHUNK,
     Chunk,
     PretileCounters,
+    RunSlots,
     check_ceiling,
     check_zooms,
     chunks,
@@ -116,13 +119,22 @@ def test_a_chunk_lists_its_tiles_row_by_row() -> None:
     ]
 
 
+def _counters(client: redis.Redis) -> PretileCounters:
+    return PretileCounters(client, str(uuid.uuid4()), ttl_s=60)
+
+
 @pytest.fixture
-def counters() -> Iterator[PretileCounters]:
+def client() -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    run = PretileCounters(client, str(uuid.uuid4()), ttl_s=60)
-    yield run
-    client.delete(run.key, f"{run.key}:chunks")
+    yield client
+    for key in client.scan_iter("mapsvc:pretile:*"):
+        client.delete(key)
     client.close()
+
+
+@pytest.fixture
+def counters(client: redis.Redis) -> PretileCounters:
+    return _counters(client)
 
 
 def test_the_counters_count_each_chunk_once_and_end_the_run_at_its_total(
@@ -130,21 +142,92 @@ def test_the_counters_count_each_chunk_once_and_end_the_run_at_its_total(
 ) -> None:
     plan = plan_pretile(WORLD, 1, 3)  # one chunk of 4 tiles, one of 16
     first, second = chunks(WORLD, plan)
-    counters.start(plan)
+    counters.start(plan, {"coverage": None})
 
     assert [counters.attempt(first), counters.attempt(first)] == [1, 2]
-    assert counters.add(first, {"rendered": 3, "empty": 1}) is False
-    assert counters.add(first, {"rendered": 3, "empty": 1}) is False  # delivered again
-    assert counters.add(second, {"rendered": 10, "skipped": 6}, error="boom") is True
+    assert counters.add(first, {"rendered": 3, "empty": 1}) == (False, 0)
+    assert counters.add(first, {"rendered": 3, "empty": 1}) == (False, 0)  # delivered again
+    failed = [TileAddress(2, 3, 3), TileAddress(2, 2, 3)]
+    assert counters.add(second, {"rendered": 8, "skipped": 6}, "boom", failed=failed) == (True, 2)
 
     summary = counters.summary()
     assert summary["zooms"] == [
-        {"zoom": 1, "tiles": 4, "rendered": 3, "skipped": 0, "empty": 1, "errors": 0},
-        {"zoom": 2, "tiles": 16, "rendered": 10, "skipped": 6, "empty": 0, "errors": 1},
-    ]
-    assert (summary["rendered"], summary["skipped"], summary["empty"]) == (13, 6, 1)
-    assert (summary["done"], summary["first_error"], summary["plan"]) == (19, "boom", plan)
+        {"zoom": 1, "tiles": 4, "rendered": 3, "skipped": 0, "empty": 1, "failed": 0,
+         "resumed": 0, "errors": 0},
+        {"zoom": 2, "tiles": 16, "rendered": 8, "skipped": 6, "empty": 0, "failed": 2,
+         "resumed": 0, "errors": 1},
+    ]  # fmt: skip
+    assert (summary["rendered"], summary["skipped"], summary["empty"]) == (11, 6, 1)
+    assert (summary["done"], summary["failed"], summary["remaining"]) == (17, 2, 1)
+    assert (summary["first_error"], summary["plan"]) == ("boom", plan)
+    assert counters.failed_tiles(10) == ["2/3/3", "2/2/3"]
+    assert counters.failed_tiles(1) == ["2/3/3"]
     text, progress = counters.progress_line(2)
-    assert text.startswith("Zoom 2: 16/16 tiles, ")
+    assert text.startswith("Zoom 2: 14/16 tiles, ")
     assert progress == 19 / 20
     assert 0 < counters.client.ttl(counters.key) <= 60
+    assert 0 < counters.client.ttl(f"{counters.key}:failed") <= 60
+
+
+def test_a_resumed_run_counts_the_chunks_done_clean_and_makes_the_others(
+    client: redis.Redis,
+) -> None:
+    plan = plan_pretile(WORLD, 2, 4)  # zoom 2: one chunk of 16 tiles; zoom 3: one of 64
+    first, second = chunks(WORLD, plan)
+    old = _counters(client)
+    old.start(plan, {"coverage": {"bounds": WORLD, "geometry": None, "buffer": 0}})
+    old.add(first, {"rendered": 16})
+    old.add(second, {"rendered": 10}, "boom", failed=list(second.tiles())[10:])
+
+    new = _counters(client)
+    assert new.resume(old) == 16
+    assert new.run() == old.run()
+    assert new.done_chunks([first, second]) == [True, False]
+    summary = new.summary()
+    assert (summary["plan"], summary["done"], summary["resumed"]) == (plan, 16, 16)
+    assert summary["remaining"] == 64
+    assert summary["resumed_of"] == old.job_id
+    # the chunk made again completes the run; counts = plan
+    assert new.add(second, {"rendered": 54, "skipped": 10}) == (True, 0)
+    summary = new.summary()
+    assert (summary["done"], summary["failed"], summary["remaining"]) == (80, 0, 0)
+
+
+def test_a_cancelled_chunk_is_made_again_by_a_resume(client: redis.Redis) -> None:
+    plan = plan_pretile(WORLD, 2, 4)
+    first, second = chunks(WORLD, plan)
+    old = _counters(client)
+    old.start(plan, {"coverage": None})
+    old.add(first, {"rendered": 16})
+    old.add(second, {"cancelled": 64})
+    old.add_rest(0)
+
+    new = _counters(client)
+    assert new.resume(old) == 16
+    assert new.done_chunks([first, second]) == [True, False]
+
+
+def test_a_run_whose_progress_expired_cannot_be_resumed(client: redis.Redis) -> None:
+    with pytest.raises(UnprocessableError, match="no longer kept"):
+        _counters(client).resume(_counters(client))
+
+
+def test_run_slots_hold_at_most_their_number_of_runs(client: redis.Redis) -> None:
+    store = JobStore(client, Settings())
+    slots = RunSlots(store, most=1, ttl_s=60)
+    client.delete(RunSlots.KEY)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    for job_id in (first, second):
+        store.create(job_id, "pretile", {})
+    try:
+        assert slots.take(first) is True
+        assert slots.take(second) is False
+        assert slots.take(first) is True  # renewed
+        assert slots.going() == 1
+        store.finish(first, "failed", "gone")  # ended without freeing its place
+        assert slots.take(second) is True
+        slots.free(second)
+        assert slots.going() == 0
+        assert RunSlots(store, most=0, ttl_s=60).take(first) is True  # no limit
+    finally:
+        client.delete(RunSlots.KEY)

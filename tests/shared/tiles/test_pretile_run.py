@@ -70,6 +70,7 @@ class FakeStore:
         self.tiles: dict[str, bytes] = {}
         self.fail = fail or {}
         self.threads: set[str] = set()
+        self.written: dict[str, float] = {}
 
     def get(self, key: str) -> bytes | None:
         return self.tiles.get(key)
@@ -88,17 +89,25 @@ class FakeStore:
     def exists(self, key: str) -> bool:
         return key in self.tiles
 
+    def modified(self, key: str) -> float | None:
+        return self.written.get(key) if key in self.tiles else None
+
     def drop_style(self, style: str) -> None:
         self.tiles.clear()
 
 
 def run(
-    renderer: FakeRenderer, store: FakeStore, refresh: bool = True, chunk: Chunk = CHUNK
+    renderer: FakeRenderer,
+    store: FakeStore,
+    refresh: bool = True,
+    chunk: Chunk = CHUNK,
+    refresh_before: float | None = None,
+    failed: list[TileAddress] | None = None,
 ) -> tuple[str | None, dict[str, int]]:
     runner = PretileRunner(None, renderer, None, max_tiles=100, lock_ttl_s=60)  # type: ignore[arg-type]
-    job = PretileJob("job", "s", "en", refresh, False)
+    job = PretileJob("job", "s", "en", refresh, False, refresh_before=refresh_before)
     counts = {"rendered": 0, "skipped": 0, "empty": 0, "cancelled": 0}
-    error = runner._render_tiles(chunk, job, store, counts)
+    error = runner._render_tiles(chunk, job, store, counts, failed)
     return error, counts
 
 
@@ -128,6 +137,34 @@ def test_stored_tiles_are_skipped_unless_refreshed() -> None:
     assert (error, counts["rendered"], counts["skipped"]) == (None, 3, 1)
     assert store.tiles[key(first)] == b"old"
     assert first not in renderer.rendered
+
+
+def test_refresh_before_renders_again_only_the_tiles_written_before_it() -> None:
+    old, new = TileAddress(10, 4, 6), TileAddress(10, 5, 6)
+    store = FakeStore()
+    store.tiles |= {key(old): b"old", key(new): b"new"}
+    store.written |= {key(old): 1000.0, key(new): 3000.0}
+    renderer = FakeRenderer()
+
+    error, counts = run(renderer, store, refresh=False, refresh_before=2000.0)
+
+    assert (error, counts["rendered"], counts["skipped"]) == (None, 3, 1)
+    assert store.tiles[key(new)] == b"new"
+    assert store.tiles[key(old)] == b"s/en/10/4/6"
+    assert new not in renderer.rendered
+
+
+def test_a_failed_chunk_lists_the_tiles_it_did_not_make() -> None:
+    store = FakeStore({key(TileAddress(10, 5, 6)): OSError(errno.EIO, "I/O error")})
+    failed: list[TileAddress] = []
+
+    error, counts = run(FakeRenderer(), store, failed=failed)
+
+    assert error is not None
+    made = {TileAddress(*map(int, k.split("/")[2:4]), int(k.split("/")[4].split(".")[0]))
+            for k in store.tiles}  # fmt: skip
+    assert set(failed) == set(CHUNK.tiles()) - made
+    assert len(failed) + counts["rendered"] == CHUNK.size
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,16 @@ let current = null;
 let controller = null;
 let refreshTimer = null;
 const doneListeners = new Set();
+const archiveListeners = new Set();
 
 /** Call listener(job) when a job watched here ends. */
 export function onJobDone(listener) {
   doneListeners.add(listener);
+}
+
+/** Call listener(result) when "Show on map" of a PMTiles export is clicked. */
+export function onShowArchive(listener) {
+  archiveListeners.add(listener);
 }
 
 function save() {
@@ -201,6 +207,7 @@ function outcome(job) {
     parts.push(h("h3", {}, "Speed test: median ms per tile"), speedChart(result));
   else if (job.kind === "pretile")
     parts.push(fieldTable(result, ["rendered", "skipped", "empty", "seconds"]));
+  else if (job.kind === "export") parts.push(exported(result));
   else if (job.kind === "raster-compress" && Array.isArray(result.files)) {
     parts.push(
       h(
@@ -231,6 +238,16 @@ function outcome(job) {
   } else if (typeof result === "object") parts.push(fieldTable(result));
   parts.push(rawJson("Result", result));
   return h("div", { id: "job-result" }, parts);
+}
+
+/** An export's file: its figures, and a PMTiles archive drawn on the map from its URL. */
+function exported(result) {
+  const table = fieldTable(result, ["format", "tile_format", "tiles", "bytes", "file"]);
+  if (result.format !== "pmtiles" || !result.url) return table;
+  const show = () => {
+    for (const listener of archiveListeners) listener(result);
+  };
+  return [table, h("button", { id: "export-show", type: "button", onclick: show }, "Show on map")];
 }
 
 /** The recent jobs (newest first): a click watches one. */

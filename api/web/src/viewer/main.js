@@ -3,7 +3,7 @@ import { api, explain } from "./api.js";
 import { credentials, logIn, onCredentials, signOut, useKey } from "./auth.js";
 import { byId, fill, h, status } from "./dom.js";
 import { inspect } from "./inspector.js";
-import { clearRecent, loadRecent, onJobDone, resumeJob } from "./jobs.js";
+import { clearRecent, loadRecent, onJobDone, onShowArchive, resumeJob } from "./jobs.js";
 import { LayerLists } from "./layers.js";
 import { LayerMap } from "./map.js";
 import { openRaster, rasterBounds } from "./panel.js";
@@ -112,9 +112,26 @@ onJobDone(async (job) => {
   loadRecent();
 });
 
+/** Draw a PMTiles archive (an export's download URL); fit the map to its bounds. */
+async function showArchive(url, { fit = true } = {}) {
+  try {
+    const archive = await map.showArchive(url);
+    if (fit) map.fit(archive.bounds);
+    status(`Drawn from ${url} (zooms ${archive.minzoom}-${archive.maxzoom})`);
+  } catch (error) {
+    status(`PMTiles ${url}: ${explain(error)}`, "error");
+  }
+}
+
+onShowArchive((result) => showArchive(result.url));
+
 byId("jobs-refresh").addEventListener("click", () => (credentials() ? loadRecent() : null));
 api("health")
   .then((health) => (byId("version").textContent = health.version))
   .catch(() => {});
 await load();
 if (credentials()) resumeJob();
+// ?pmtiles=<URL>: an archive to draw (an export's download URL, read with range requests),
+// at the view of #map= when the URL has one
+const archiveUrl = new URLSearchParams(location.search).get("pmtiles");
+if (archiveUrl) showArchive(archiveUrl, { fit: !/(^#|&)map=/.test(location.hash) });

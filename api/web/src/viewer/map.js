@@ -1,7 +1,11 @@
 // The map: MapLibre GL JS over a base drawn from our own countries layer (no outside base
-// map), raster layers as tile sources, vector layers styled by their geometry type.
+// map), raster layers as tile sources, vector layers styled by their geometry type, and
+// PMTiles exports read from their download URL (the `pmtiles` protocol).
 import * as maplibregl from "maplibre-gl";
 import { api, authHeaders } from "./api.js";
+import { openArchive, registerArchives } from "./archive.js";
+
+registerArchives(maplibregl);
 
 /** The vector layer drawn as the base, when the catalogue offers it. */
 export const BASE_LAYER = "public.countries";
@@ -116,6 +120,33 @@ export class LayerMap {
     const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
     this.map.addLayer({ id: source, type: "raster", source }, firstVector?.id);
     this.shown.set(key, { source, layers: [source], vector: false });
+  }
+
+  /**
+   * Show (or hide) a PMTiles archive (an export): raster tiles under the vector overlays,
+   * vector tiles styled as a layer of any geometry. Its bounds and zooms, as its header says.
+   */
+  async showArchive(url, on = true) {
+    await this.ready;
+    const key = `pmtiles:${url}`;
+    if (!on) return this.hide(key);
+    const archive = await openArchive(url);
+    if (this.shown.has(key)) return archive;
+    const source = `overlay:${key}`;
+    // the protocol answers the source's TileJSON from the header: bounds, zooms
+    if (archive.vector) {
+      this.map.addSource(source, { type: "vector", url: archive.url });
+      const layers = styleLayers(source, archive.sourceLayer, "GEOMETRY", colour(url));
+      for (const layer of layers) this.map.addLayer(layer);
+      this.shown.set(key, { source, layers: layers.map((layer) => layer.id), vector: true });
+    } else {
+      // 256 px tiles, as the tile routes make them
+      this.map.addSource(source, { type: "raster", url: archive.url, tileSize: 256 });
+      const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
+      this.map.addLayer({ id: source, type: "raster", source }, firstVector?.id);
+      this.shown.set(key, { source, layers: [source], vector: false });
+    }
+    return archive;
   }
 
   /** Show (or hide) a vector layer of the catalogue, styled by its geometry type. */

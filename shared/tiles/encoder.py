@@ -1,0 +1,156 @@
+"""From a drawn Mapnik image to the bytes of its tiles, a tile drawn alone or a metatile's.
+
+Encoding is most of a tile's time once Mapnik's cost per render is shared by a metatile's 64
+tiles, so it is cut down three ways, each giving the bytes Mapnik's own encoding would:
+
+- a tile of one colour (the open sea, nothing drawn, the inside of a country at the seeding
+  zooms: half the tiles of the demo countries at zooms 0-5) is encoded once per format, size
+  and colour in a process (:class:`SolidTiles`), and its bytes reused: the encoders are
+  deterministic, so they are the bytes of encoding the tile itself;
+- a PNG tile is written by numpy and zlib (:func:`shared.tiles.png.png_avg`), byte for byte
+  what libpng writes under Mapnik's ``PNG_FORMAT`` in a third of its time (checked once per
+  process against Mapnik on an image of every kind of content: where the zlib of Python and
+  Mapnik's own would compress differently, Mapnik encodes, as before);
+- a metatile's tile is a view of its image, never a copy (but the pixels the PNG writer reads).
+
+WebP and JPEG tiles are Mapnik's encoding of the view (JPEG's over ``JPEG_BACKGROUND``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from shared.mapnik_env import mapnik
+from shared.tiles.encoding import JPEG_BACKGROUND, PNG_FORMAT, PNG_LEVEL, Codec, gdal_encode
+from shared.tiles.png import Rendered, png_avg, png_avg_fits
+
+__all__ = ["Cutter", "SolidTiles", "fast_png"]
+
+#: one-colour tiles kept by a process (a few hundred bytes each): formats x sizes x colours
+_SOLID_TILES = 512
+
+
+class SolidTiles:
+    """The bytes of one-colour tiles by format (Mapnik's options), width, height and colour,
+    each encoded once in a process; the oldest forgotten past ``limit``."""
+
+    def __init__(self, limit: int = _SOLID_TILES) -> None:
+        self.limit = limit
+        self._bytes: dict[tuple[str, int, int, int], bytes] = {}
+
+    def get(self, key: tuple[str, int, int, int], encode: Callable[[], bytes]) -> bytes:
+        """The bytes of the tile of ``key``: kept, else ``encode()`` (then kept)."""
+        data = self._bytes.get(key)
+        if data is None:
+            data = encode()
+            if len(self._bytes) >= self.limit:
+                del self._bytes[next(iter(self._bytes))]
+            self._bytes[key] = data
+        return data
+
+    def clear(self) -> None:
+        """Forget every tile (a benchmark's cold start)."""
+        self._bytes.clear()
+
+    def __len__(self) -> int:
+        return len(self._bytes)
+
+
+class Cutter:
+    """The tiles of one drawn image, each of a part of it, encoded by ``codec``.
+
+    The image's pixels are read once (a copy: 21 MB for a metatile of 8 x 8 tiles with its
+    buffer; twice that for JPEG, before and after its background) and each tile is a numpy view
+    of them, to tell a tile of one colour and to write its PNG.
+
+    Args:
+        image: what Mapnik drew.
+        codec: how the tiles are encoded.
+        solid: the one-colour tiles of the process.
+    """
+
+    def __init__(self, image: Any, codec: Codec, solid: SolidTiles) -> None:
+        self.image = image
+        self.codec = codec
+        self.solid = solid
+        self.painted = bool(image.painted())
+        drawn = _rgba(image)
+        #: the pixels drawn, each as one 32-bit word (0: transparent), read before a JPEG's
+        #: background is composited: compositing changes the image it composites
+        self.drawn = _words(drawn)
+        # a format without alpha gets JPEG_BACKGROUND behind the map
+        self.flat = image if codec.format.has_alpha else _flattened(image)
+        #: the pixels encoded, RGBA (rows, columns, 4), and as words
+        self.pixels = drawn if self.flat is image else _rgba(self.flat)
+        self.words = self.drawn if self.flat is image else _words(self.pixels)
+        # numpy and zlib write the PNG of unpremultiplied pixels (Mapnik's render leaves them so)
+        self.numpy_png = codec.options == PNG_FORMAT and not image.premultiplied() and fast_png()
+
+    def tile(self, x: int, y: int, width: int, height: int) -> Rendered:
+        """The tile of the ``width`` x ``height`` pixels from column ``x``, row ``y``; empty
+        when nothing was drawn on the image, or the tile is all transparent (0)."""
+        words = self.words[y : y + height, x : x + width]
+        colour = int(words[0, 0])
+        solid = bool((words == colour).all())
+        if solid:
+            key = (self.codec.options, width, height, colour)
+            data = self.solid.get(key, lambda: self._encode(x, y, width, height))
+        else:
+            data = self._encode(x, y, width, height)
+        if self.flat is not self.image:  # a JPEG's tile is blank by what was drawn
+            solid, colour = not self.drawn[y : y + height, x : x + width].any(), 0
+        return Rendered(data, not self.painted or (solid and colour == 0))
+
+    def _encode(self, x: int, y: int, width: int, height: int) -> bytes:
+        """The bytes of the tile's part of the flattened image."""
+        if self.numpy_png and png_avg_fits(width, height):
+            return png_avg(self.pixels[y : y + height, x : x + width], PNG_LEVEL)
+        data: bytes = _part(self.flat, x, y, width, height).to_string(self.codec.options)
+        return data
+
+
+def _rgba(image: Any) -> np.ndarray:
+    """A copy of the pixels of ``image`` (rows, columns, RGBA bytes)."""
+    return np.frombuffer(image.to_string(), np.uint8).reshape(image.height(), image.width(), 4)
+
+
+def _words(pixels: np.ndarray) -> np.ndarray:
+    """RGBA ``pixels`` with each pixel as one 32-bit word (rows, columns): a view."""
+    return pixels.view(np.uint32).reshape(pixels.shape[:2])
+
+
+def _part(image: Any, x: int, y: int, width: int, height: int) -> Any:
+    """The view of ``image``'s ``width`` x ``height`` pixels from column ``x``, row ``y``; the
+    image itself when they are all of it."""
+    if (x, y, width, height) == (0, 0, image.width(), image.height()):
+        return image
+    return image.view(x, y, width, height)
+
+
+def _flattened(image: Any) -> Any:
+    """``image`` over ``JPEG_BACKGROUND`` (a new image)."""
+    background = mapnik.Image(image.width(), image.height())
+    background.fill(mapnik.Color(*JPEG_BACKGROUND))
+    background.composite(image)
+    return background
+
+
+@functools.cache
+def fast_png() -> bool:
+    """Whether :func:`png_avg` writes the bytes Mapnik writes for ``PNG_FORMAT`` in this
+    process (the zlib Python links and Mapnik's own compress alike), checked on an image of
+    gradients, noise, a transparent band and half-transparent pixels, in several IDAT chunks."""
+    rows, columns = np.mgrid[0:256, 0:256].astype(np.uint8)
+    pixels = np.stack([columns, rows, columns ^ rows, np.full_like(rows, 255)], axis=-1)
+    pixels[64:128] = np.random.default_rng(0).integers(0, 256, (64, 256, 4), dtype=np.uint8)
+    pixels[128:160] = 0
+    pixels[160:200, ::3, 3] = 128
+    # the pixels into Mapnik through GDAL's PNG (lossless, and no code of ours)
+    image = mapnik.Image.from_buffer(gdal_encode("PNG", pixels.transpose(2, 0, 1).copy()))
+    if not np.array_equal(_rgba(image), pixels):
+        return False
+    return bool(image.to_string(PNG_FORMAT) == png_avg(pixels, PNG_LEVEL))
