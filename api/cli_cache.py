@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from api.cli_seed import KEY_ENV
-from api.cli_seed import _follow as follow_job
+from api.cli_seed import api_client, call_api, follow_job
 from api.mounts import V1_PREFIX
 from shared.settings import Settings
 
@@ -103,30 +101,22 @@ def _print_plan(plan: dict[str, Any]) -> None:
     print(f"total: {plan['total']} tiles")
 
 
+def _send(client: httpx.Client, args: argparse.Namespace) -> httpx.Response:
+    url = f"/gis-layer-{args.command}/{args.layer}"
+    body, media = _body(args)
+    if body is None:
+        return client.get(url, params=_query(args))
+    return client.post(url, params=_query(args), content=body, headers={"Content-Type": media})
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run ``mapsvc truncate`` or ``mapsvc expire``; the exit status (2: the API refused the
     request, or the file could not be read)."""
-    name = args.command
-    base = (args.url or f"http://127.0.0.1:{settings.port}{V1_PREFIX}").rstrip("/")
-    key = os.environ.get(KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    url = f"{base}/gis-layer-{name}/{args.layer}"
-    with httpx.Client(headers=headers, timeout=120) as client:
-        try:
-            body, media = _body(args)
-            if body is None:
-                r = client.get(url, params=_query(args))
-            else:
-                r = client.post(
-                    url, params=_query(args), content=body, headers={"Content-Type": media}
-                )
-        except (OSError, ValueError, httpx.HTTPError) as exc:
-            print(f"{name}: {exc}", file=sys.stderr)
-            return 2
-        if r.status_code >= 400:
-            print(f"{name}: {r.status_code} {r.text}", file=sys.stderr)
+    with api_client(args, settings, 120) as client:
+        r = call_api(args.command, lambda: _send(client, args))
+        if r is None:
             return 2
         if args.dryrun:
             _print_plan(r.json())
             return 0
-        return follow_job(client, base, r.json())
+        return follow_job(client, r.json())

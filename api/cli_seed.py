@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import httpx
 from api.mounts import V1_PREFIX
 from shared.settings import Settings
 
-__all__ = ["add_command", "run"]
+__all__ = ["add_command", "api_client", "call_api", "follow_job", "run"]
 
 #: the environment variable holding the API key the command sends
 KEY_ENV = "MAPSVC_KEY"
@@ -76,10 +77,10 @@ def _print_plan(plan: dict[str, Any]) -> None:
     print(f"total: {plan['total']} tiles")
 
 
-def _follow(client: httpx.Client, base: str, job: dict[str, Any]) -> int:
+def follow_job(client: httpx.Client, job: dict[str, Any]) -> int:
     """Print the job's event lines until its last; 0 when it succeeded."""
     print(f"job {job['id']}")
-    with client.stream("GET", f"{base}/jobs/{job['id']}/events", timeout=None) as events:
+    with client.stream("GET", f"/jobs/{job['id']}/events", timeout=None) as events:
         for line in events.iter_lines():
             if not line.startswith("data: "):
                 continue
@@ -90,28 +91,46 @@ def _follow(client: httpx.Client, base: str, job: dict[str, Any]) -> int:
     return 1
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run ``mapsvc seed``; the exit status (2: the API refused the request)."""
+def api_client(args: argparse.Namespace, settings: Settings, timeout: float) -> httpx.Client:
+    """A client of the API the command names (``--url``, default this host's ``/api/v1``),
+    sending the key of ``MAPSVC_KEY``."""
     base = (args.url or f"http://127.0.0.1:{settings.port}{V1_PREFIX}").rstrip("/")
     key = os.environ.get(KEY_ENV)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    url = f"{base}/gis-layer-pretile/{args.layer}"
-    with httpx.Client(headers=headers, timeout=60) as client:
-        try:
-            if args.cancel:
-                r = client.delete(f"{base}/seeds/{args.layer}")
-            elif args.resume:
-                r = client.post(f"{url}/resume", params=_query(args))
-            elif args.geojson is not None:
-                body = json.loads(args.geojson.read_text())
-                r = client.post(url, params=_query(args), json=body)
-            else:
-                r = client.get(url, params=_query(args))
-        except (OSError, ValueError, httpx.HTTPError) as exc:
-            print(f"seed: {exc}", file=sys.stderr)
-            return 2
-        if r.status_code >= 400:
-            print(f"seed: {r.status_code} {r.text}", file=sys.stderr)
+    return httpx.Client(base_url=base, headers=headers, timeout=timeout)
+
+
+def call_api(command: str, send: Callable[[], httpx.Response]) -> httpx.Response | None:
+    """``send()``'s answer; None, with why on the standard error, when the request could not
+    be made (a file unread, the API unreachable) or the API refused it."""
+    try:
+        r = send()
+    except (OSError, ValueError, httpx.HTTPError) as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return None
+    if r.status_code >= 400:
+        print(f"{command}: {r.status_code} {r.text}", file=sys.stderr)
+        return None
+    return r
+
+
+def _send(client: httpx.Client, args: argparse.Namespace) -> httpx.Response:
+    url = f"/gis-layer-pretile/{args.layer}"
+    if args.cancel:
+        return client.delete(f"/seeds/{args.layer}")
+    if args.resume:
+        return client.post(f"{url}/resume", params=_query(args))
+    if args.geojson is not None:
+        body = json.loads(args.geojson.read_text())
+        return client.post(url, params=_query(args), json=body)
+    return client.get(url, params=_query(args))
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run ``mapsvc seed``; the exit status (2: the API refused the request)."""
+    with api_client(args, settings, 60) as client:
+        r = call_api("seed", lambda: _send(client, args))
+        if r is None:
             return 2
         if args.dryrun:
             _print_plan(r.json())
@@ -120,4 +139,4 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             for job_id in r.json()["cancelled"]:
                 print(f"cancelled job {job_id}")
             return 0
-        return _follow(client, base, r.json())
+        return follow_job(client, r.json())

@@ -25,6 +25,7 @@ ERRORS = {
     404: "No such resource (`not-found`)",
     409: "Clashes with the current state (`conflict`, `cancelled`)",
     413: "The body or a file is too large (`payload-too-large`)",
+    416: "The `Range` asked is not in the file (`range-not-satisfiable`)",
     422: "Well-formed, but the data cannot be used (`unprocessable`)",
     429: "A rate limit is spent; `Retry-After` says when to come back (`rate-limited`)",
     502: "A provider failed (`upstream-error`)",

@@ -6,7 +6,6 @@ disk or (``isS3=1``) to the bucket; the download route serves either, a part at 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import uuid
@@ -20,12 +19,14 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from api.access import Rule
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
 from api.endpoint import Endpoint, Job
+from api.errors import error_response
 from api.fields import Flag, Lang, Query, Text
+from api.layers import any_layer
 from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
 from api.services import services
-from shared.errors import InvalidInputError, NotFoundError
+from shared.errors import NotFoundError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.tiles.coverage import Coverage
 from shared.tiles.export import (
@@ -37,7 +38,13 @@ from shared.tiles.export import (
     plan_export,
     tile_format_of,
 )
-from shared.tiles.export_s3 import MEDIA_TYPES, ExportBucket, ExportObject, single_range
+from shared.tiles.export_s3 import (
+    MEDIA_TYPES,
+    ExportBucket,
+    ExportObject,
+    satisfiable,
+    single_range,
+)
 from shared.tiles.grid import MAX_ZOOM
 
 __all__ = ["ENDPOINTS"]
@@ -77,26 +84,6 @@ class ExportFileQuery(Query):
     name: str = Text(60, description="The file's name, as the export job's result gives it")
 
 
-async def _layer(request: Request, layer_id: str) -> tuple[list[float], int, bool]:
-    """A layer's bounds, own maxzoom, and whether it is a vector layer.
-
-    Raises:
-        NotFoundError: neither a raster layer nor a vector layer has the id.
-    """
-    svc = services(request)
-    with contextlib.suppress(InvalidInputError, NotFoundError):  # not a raster layer's id
-        info = svc.tiles.style(layer_id)
-        return info.footprint, info.maxzoom, False
-    try:
-        layer = await svc.vector.layer(svc.db, layer_id)
-    except NotFoundError:
-        raise NotFoundError(
-            f"no layer {layer_id[:200]!r}: neither a raster layer nor a vector layer",
-            parameter="id",
-        ) from None
-    return layer.bounds, layer.maxzoom, True
-
-
 async def get_layer_export(
     request: Request, query: ExportQuery, body: CoverageBody | None = None
 ) -> Response:
@@ -110,7 +97,7 @@ async def get_layer_export(
     ``MAPSVC_PRETILE_MAX_TILES`` tiles is ``422`` with the plan.
     """
     svc = services(request)
-    bounds, own_maxzoom, vector = await _layer(request, query.id)
+    bounds, own_maxzoom, vector = await any_layer(request, query.id)
     tile_format = tile_format_of(query.tile_format, vector)
     coverage = await coverage_of(request, query, body) or Coverage.box(bounds, query.buffer)
     if query.is_s3:
@@ -157,15 +144,27 @@ async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Res
         if s3 is None:
             raise
     else:
+        size = path.stat().st_size
+        if not satisfiable(single_range(request.headers.get("range")), size):
+            return _not_in_file(request, size)
         return FileResponse(path, media_type=MEDIA_TYPES[path.suffix[1:]], filename=name)
     asked = single_range(request.headers.get("range"))
     found = await run_in_threadpool(ExportBucket(s3).read, query.id, name, asked)
     if found is None:
         raise no_export(name)
     if isinstance(found, int):
-        return Response(status_code=416, headers={"Content-Range": f"bytes */{found}"})
+        return _not_in_file(request, found)
     assert isinstance(found, ExportObject)
     return _streamed(found, name)
+
+
+def _not_in_file(request: Request, size: int) -> Response:
+    """``416``: the range asked starts past the file's end (its size in ``Content-Range``)."""
+    answer = error_response(
+        request, 416, "range-not-satisfiable", f"the file has {size} bytes", {"size": size}
+    )
+    answer.headers["Content-Range"] = f"bytes */{size}"
+    return answer
 
 
 def _streamed(found: ExportObject, name: str) -> Response:
@@ -228,8 +227,7 @@ ENDPOINTS = [
                 },
             },
             "206": {"description": "The part of the file a `Range` header asked"},
-            "416": {"description": "The `Range` asked is not in the file"},
         },
-        errors=(404,),
+        errors=(404, 416),
     ),
 ]

@@ -24,9 +24,9 @@ from api.bodies import capped
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
 from api.endpoint import Endpoint, Job
 from api.fields import Flag, Text
+from api.layers import any_layer
 from api.openapi.answers import any_of
 from api.openapi.models import SweepPlan, SweepResult, ref
-from api.routes.export import _layer as find_layer
 from api.services import services
 from shared.errors import InvalidInputError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
@@ -141,7 +141,7 @@ async def get_layer_truncate(
     bucket's tiles. A vector layer's tiles are the API's cached answers and the front's.
     ``dryrun=1`` answers the coverage's tiles per zoom.
     """
-    _, _, vector = await find_layer(request, query.id)  # 404 first
+    _, _, vector = await any_layer(request, query.id)  # 404 first
     coverage = await coverage_of(request, query, body)
     variants = (
         None
@@ -176,7 +176,7 @@ async def post_layer_expire(request: Request, query: ExpireQuery) -> Response:
     a vector layer's cached answers and the front's; ``mode=rerender`` draws a raster layer's
     cached ones again. ``dryrun=1`` answers the tiles per zoom.
     """
-    _, _, vector = await find_layer(request, query.id)  # 404 first
+    _, _, vector = await any_layer(request, query.id)  # 404 first
     body = await capped(request, MAX_BYTES, "an expiry list").body()
     if body.strip():
         given = [n for n in ("bbox", "coverage_layer", "where") if getattr(query, n) is not None]

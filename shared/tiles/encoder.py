@@ -11,9 +11,11 @@ tiles, so it is cut down three ways, each giving the bytes Mapnik's own encoding
   what libpng writes under Mapnik's ``PNG_FORMAT`` in a third of its time (checked once per
   process against Mapnik on an image of every kind of content: where the zlib of Python and
   Mapnik's own would compress differently, Mapnik encodes, as before);
-- a metatile's tile is a view of its image, never a copy (but the pixels the PNG writer reads).
+- the image's pixels are read into numpy once, and each tile is a view of them (no copy per
+  tile; a numpy comparison tells a tile of one colour).
 
-WebP and JPEG tiles are Mapnik's encoding of the view (JPEG's over ``JPEG_BACKGROUND``).
+WebP and JPEG tiles are Mapnik's encoding of a view of the image (JPEG's over
+``JPEG_BACKGROUND``).
 """
 
 from __future__ import annotations

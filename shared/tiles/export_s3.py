@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from shared.errors import UnavailableError
 from shared.tiles.s3 import S3TileStore, is_missing_key, missing_as_none, storage_reason
 
-__all__ = ["ExportBucket", "ExportObject", "MEDIA_TYPES", "single_range"]
+__all__ = ["ExportBucket", "ExportObject", "MEDIA_TYPES", "satisfiable", "single_range"]
 
 #: the media type of each archive format
 MEDIA_TYPES = {"mbtiles": "application/vnd.sqlite3", "pmtiles": "application/vnd.pmtiles"}
@@ -39,6 +39,17 @@ def single_range(header: str | None) -> str | None:
         return None
     text = header.strip().replace(" ", "")
     return text if _RANGE.fullmatch(text) else None
+
+
+def satisfiable(byte_range: str | None, size: int) -> bool:
+    """Whether a file of ``size`` bytes holds some of ``byte_range`` (:func:`single_range`; None:
+    the whole file): a range from a first byte past the end, or the last 0 bytes, does not."""
+    if byte_range is None:
+        return True
+    first, _, last = byte_range.removeprefix("bytes=").partition("-")
+    if not first:
+        return int(last) > 0 and size > 0
+    return int(first) < size
 
 
 @dataclass

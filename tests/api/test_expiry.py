@@ -39,22 +39,13 @@ from tests.api.test_truncate import (
 from tests.checks import AUTH
 from tests.conftest import free_port, served
 from tests.jobs import job_lines, wait_state
-from tests.layers import RGB, configure, decode, own_layer, tile_url
+from tests.layers import configure, decode, tile_url
 
 pytestmark = pytest.mark.worker
 
 #: a tile of zoom 9 inside the Landsat scene (and inside the box of `around`)
 T9 = TileAddress(9, 143, 218)
 TEXT = {"Content-Type": "text/plain"}
-
-
-@pytest.fixture
-def scene(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
-) -> str:
-    """A layer of its own (a copy of the Landsat scene): no other test touches its tiles."""
-    name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    return own_layer(settings, rdb, RGB, "expiry", name)
 
 
 def family(tiles: list[TileAddress], listed: TileAddress) -> list[TileAddress]:

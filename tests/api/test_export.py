@@ -200,6 +200,12 @@ def test_download_answers_ranges(
     whole = httpx.get(url, headers=AUTH)
     assert whole.content == exported(settings, result).read_bytes()
     assert whole.headers["content-type"] == "application/vnd.pmtiles"
+    size = len(whole.content)
+    outside = httpx.get(url, headers={**AUTH, "Range": f"bytes={size}-"})
+    assert outside.status_code == 416
+    assert outside.headers["content-range"] == f"bytes */{size}"
+    assert assert_error(outside.json(), "range-not-satisfiable")["detail"] == {"size": size}
+    assert httpx.get(url, headers={**AUTH, "Range": f"bytes={size - 1}-"}).status_code == 206
 
 
 def limited_key(api: TestClient, role: str, layers: list[str]) -> dict[str, str]:

@@ -155,6 +155,7 @@ def test_a_pmtiles_export_in_the_bucket_is_read_by_ranges_through_the_route(
         outside = httpx.get(url, headers={**AUTH, "Range": f"bytes={result['bytes'] + 10}-"})
         assert outside.status_code == 416
         assert outside.headers["content-range"] == f"bytes */{result['bytes']}"
+        assert outside.json()["error"]["code"] == "range-not-satisfiable"
         missing = url.replace(result["file"][:8], "00000000")
         assert httpx.get(missing, headers=AUTH).status_code == 404
     assert os.listdir(export_folder(s3_settings.dirs.exports, scene)) == []

@@ -20,18 +20,9 @@ from shared.tiles.pretile import chunks, plan_pretile
 from shared.tiles.styles import read_style
 from tests.checks import assert_error
 from tests.jobs import job_lines, wait_state
-from tests.layers import RGB, configure, own_layer, stored_tiles
+from tests.layers import configure, stored_tiles
 
 pytestmark = pytest.mark.worker
-
-
-@pytest.fixture
-def scene(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
-) -> str:
-    """A layer of its own (a copy of the Landsat scene), so that no other test cached its tiles."""
-    name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    return own_layer(settings, rdb, RGB, "pretile", name)
 
 
 def planned_tiles(

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 import shapely  # type: ignore[import-untyped]
 from pyproj import Transformer
 from starlette.testclient import TestClient
@@ -20,22 +19,13 @@ from shared.settings import Settings
 from shared.tiles.coverage import MAX_VERTICES, Coverage
 from shared.tiles.pretile import PLAN_MAX_S, chunks, plan_pretile
 from tests.checks import ADMIN_KEY, assert_error
-from tests.layers import RGB, own_layer, stored_tiles
+from tests.layers import stored_tiles
 
 TRIANGLE = {
     "type": "Polygon",
     "coordinates": [[[-78.9, 23.6], [-76.6, 23.6], [-78.9, 25.5], [-78.9, 23.6]]],
 }
 BOX = (-78.9, 23.6, -76.6, 25.5)
-
-
-@pytest.fixture
-def scene(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
-) -> str:
-    """A layer of its own (a copy of the Landsat scene), so that no other test cached its tiles."""
-    name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    return own_layer(settings, rdb, RGB, "coverage", name)
 
 
 def zooms(plan: dict[str, object]) -> list[tuple[int, int]]:

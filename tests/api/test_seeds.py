@@ -23,15 +23,6 @@ pytestmark = pytest.mark.worker
 PRETILE = "/api-user/gis-layer-pretile"
 
 
-@pytest.fixture
-def scene(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
-) -> str:
-    """A layer of its own (a copy of the Landsat scene), so that no other test cached its tiles."""
-    name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    return own_layer(settings, rdb, RGB, "seeds", name)
-
-
 def tile_path(settings: Settings, scene: str, z: int, x: int, y: int) -> Path:
     return settings.dirs.rtile / scene / "en" / str(z) / str(x) / f"{y}.png"
 

@@ -24,7 +24,7 @@ from shared.tiles.store import tile_key
 from tests.checks import AUTH, assert_error
 from tests.conftest import UP_REDIS_URL, admin_client, worker_process
 from tests.jobs import job_lines, wait_running, wait_state
-from tests.layers import RGB, RGB_ID, configure, own_layer
+from tests.layers import RGB, RGB_ID, configure
 from tests.s3 import keys, moto_thread, raw
 
 pytestmark = pytest.mark.worker
@@ -38,15 +38,6 @@ TRIANGLE = {
 }
 LANGS = ("en", "fr")
 MOUNTS = ("/api-user", "/api/v1")
-
-
-@pytest.fixture
-def scene(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, request: pytest.FixtureRequest
-) -> str:
-    """A layer of its own (a copy of the Landsat scene): no other test touches its tiles."""
-    name = f"{request.node.name[:40]}.tif".replace("[", "_").replace("]", "_")
-    return own_layer(settings, rdb, RGB, "truncate", name)
 
 
 def around(zooms: range) -> list[TileAddress]:

@@ -10,6 +10,7 @@ committed ``docs/images``) the tests save screenshots of what they checked.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import ADMIN_KEY, AUTH, PYPROJECT_VERSION
 from tests.conftest import served
-from tests.layers import configure, decode
+from tests.layers import RGB, configure, decode, own_layer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: where screenshots go, when asked for (``make screenshots``)
@@ -353,6 +354,189 @@ def test_a_raster_configured_from_the_page_then_its_speed_test_chart(
     expect(page.locator("#job-result svg rect.bar.cached")).to_have_count(zooms)
     shoot(page, "viewer-speed-test.png")
     tab.clean()
+
+
+#: the box a seeding run covers (on the Landsat scene) and its zooms: 8..12, a few hundred tiles
+SEED_BBOX = (-78.5, 24.0, -77.0, 25.0)
+SEED_ZOOMS = range(8, 13)
+#: inside the box, outside it: a margin of pixels off its edges (its outline, the view's rounding)
+EDGE_PX = 6
+
+
+def _zoom_rows(page: Page, run: str) -> dict[int, tuple[int, int, int]]:
+    """A run's progress per zoom as its row shows it: {zoom: (done, tiles, failed)}."""
+    texts = page.locator(f'li.seed[data-seed-id="{run}"] table.seed-zooms tr').evaluate_all(
+        "rows => rows.map(r => [r.dataset.zoom, r.querySelector('td.count').textContent])"
+    )
+    rows = {}
+    for zoom, text in texts:
+        found = re.fullmatch(r"(\d+)/(\d+)(?: (\d+) failed)?", text)
+        assert found, text
+        rows[int(zoom)] = (int(found[1]), int(found[2]), int(found[3] or 0))
+    return rows
+
+
+def _api_zooms(seed: dict[str, object]) -> dict[int, tuple[int, int, int]]:
+    zooms: list[dict[str, int]] = seed["zooms"]  # type: ignore[assignment]
+    return {z["zoom"]: (z["done"], z["tiles"], z["failed"]) for z in zooms}
+
+
+def _box_on_canvas(page: Page, bbox: tuple[float, float, float, float]) -> np.ndarray:
+    """The canvas's pixels inside ``bbox`` (EPSG:4326) at the view of the URL (``#map=``):
+    a mask (rows, columns) of those ``EDGE_PX`` inside its edges, 1; ``EDGE_PX`` outside, 2."""
+    hash_ = page.evaluate("location.hash")
+    zoom, lat, lng = (float(v) for v in hash_.split("=", 1)[1].split("/")[:3])
+    size = page.evaluate(
+        "() => { const c = document.querySelector('#map canvas');"
+        " return [c.width, c.height, devicePixelRatio]; }"
+    )
+    width, height, ratio = int(size[0]), int(size[1]), float(size[2])
+    world = 512 * 2**zoom * ratio  # Web Mercator, in canvas pixels
+
+    def x(lon: float) -> float:
+        return (lon + 180) / 360 * world
+
+    def y(la: float) -> float:
+        return (1 - math.log(math.tan(math.pi / 4 + math.radians(la) / 2)) / math.pi) / 2 * world
+
+    west, south, east, north = bbox
+    left, right = x(west) - x(lng) + width / 2, x(east) - x(lng) + width / 2
+    top, bottom = y(north) - y(lat) + height / 2, y(south) - y(lat) + height / 2
+    cols, rows = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+
+    def within(grown: float) -> np.ndarray:
+        across: np.ndarray = (cols > left - grown) & (cols < right + grown)
+        inside: np.ndarray = across & (rows > top - grown) & (rows < bottom + grown)
+        return inside
+
+    mask = np.zeros((height, width), dtype=int)
+    mask[within(-EDGE_PX * ratio)] = 1
+    mask[~within(EDGE_PX * ratio)] = 2
+    return mask
+
+
+def _coverage_coloured(pixels: np.ndarray) -> np.ndarray:
+    """Pixels tinted by the coverage's magenta fill: green well under red and blue (the base's
+    land, sea and borders are near grey or blue)."""
+    red, green, blue = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    tinted: np.ndarray = (red - green > 40) & (blue - green > 40)
+    return tinted
+
+
+def _settle(client: httpx.Client, layer: str) -> dict[str, object]:
+    """The layer's newest run once its counts stop moving (chunks in flight end after a cancel)."""
+    before = None
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        seed: dict[str, object] = client.get("/seeds", params={"layer": layer}).json()["seeds"][0]
+        counts = [seed[name] for name in ("state", "done", "remaining", "failed", "zooms")]
+        if counts == before:
+            return seed
+        assert time.monotonic() < deadline, seed
+        before = counts
+        time.sleep(1)
+
+
+@pytest.mark.worker
+@pytest.mark.usefixtures("worker")
+def test_a_seeding_run_its_progress_by_zoom_its_coverage_then_cancel_all_and_resume(
+    tab: Tab, settings: Settings, rdb: redis.Redis, raster_dir: Path
+) -> None:
+    """The seeds panel lists a run going with /seeds' figures per zoom, draws its coverage on
+    the map where its box is and nowhere else, and cancels every run of its layer; its resume
+    is a new run, cancelled from its own row."""
+    scene = own_layer(settings, rdb, RGB, "seeding", "seeded.tif")
+    client = httpx.Client(base_url=f"{tab.base}/api-user", headers=AUTH, timeout=30)
+    started = client.get(
+        f"/gis-layer-pretile/{scene}",
+        params={
+            "minzoom": SEED_ZOOMS.start,
+            "maxzoom": SEED_ZOOMS.stop,
+            "bbox": ",".join(map(str, SEED_BBOX)),
+            "max_tiles_per_s": 10,  # the run goes on while the page looks
+            "async": 1,
+        },
+    )
+    assert started.status_code == 202, started.text
+    run = started.json()["id"]
+    page = tab.page
+    try:
+        tab.open("/viewer#map=2/20/-60")
+        sign_in(tab)
+        item = page.locator(f'li.seed[data-seed-id="{run}"]')
+        expect(item).to_have_attribute("data-state", "running")
+        expect(item.locator(".seed-name")).to_have_text("seeding/seeded.tif")
+        expect(item.locator(".seed-figures")).to_contain_text("tiles/s")
+        expect(item.locator(".seed-figures")).to_contain_text("ETA")
+        expect(item.locator("table.seed-zooms tr")).to_have_count(len(SEED_ZOOMS))
+        shown = _zoom_rows(page, run)
+        [seed] = client.get("/seeds", params={"layer": scene, "going": 1}).json()["seeds"]
+        assert list(shown) == list(SEED_ZOOMS)
+        assert seed["total"] > 200, seed
+        for zoom, (done, tiles, failed) in _api_zooms(seed).items():
+            # the page's figures are of an answer before this one: the tiles the same, done fewer
+            assert (shown[zoom][1], shown[zoom][2]) == (tiles, failed), (zoom, shown, seed)
+            assert shown[zoom][0] <= done
+        figures = item.locator(".seed-figures").inner_text()
+        assert re.match(rf"\d+/{seed['total']} tiles", figures), figures
+
+        # picked: its coverage drawn where the box is, the map fitted to it
+        item.locator("button.seed-name").click()
+        expect(page).to_have_url(re.compile(r"#map=(?:[6-9]|1\d)\."))
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while True:
+            time.sleep(0.5)  # the URL's view is written after a pause
+            picked, mask = canvas(page), _box_on_canvas(page, SEED_BBOX)
+            tinted = _coverage_coloured(picked)
+            if tinted[mask == 1].mean() > 0.99 or time.monotonic() > deadline:
+                break
+        assert tinted[mask == 1].mean() > 0.99, f"{tinted[mask == 1].mean():.1%} of the box"
+        assert (mask == 1).sum() > 50_000  # the box is most of the map
+        assert not tinted[mask == 2].any(), f"{tinted[mask == 2].sum()} pixels outside the box"
+        shoot(page, "viewer-seeds.png")
+
+        # picked again: the coverage is gone, the rest of the map as it was
+        item.locator("button.seed-name").click()
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while _coverage_coloured(dropped := canvas(page)).any():
+            assert time.monotonic() < deadline, "the coverage stayed on the map"
+            time.sleep(0.2)
+        assert (np.abs(dropped - picked)[mask == 2] <= 2).all()
+
+        # cancel all of the layer: the run ends cancelled, its row says so
+        item.locator("button.seed-cancel-layer").click()
+        job = client.get(f"/jobs/{run}").json()
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while job["state"] != "cancelled":
+            assert job["state"] == "running", job
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+            job = client.get(f"/jobs/{run}").json()
+        expect(item).to_have_attribute("data-state", "cancelled")
+        ended = _settle(client, scene)
+        assert ended["id"] == run
+        page.click("#seeds-refresh")
+        expect(item.locator(".seed-figures")).to_contain_text(
+            f"{ended['done']}/{ended['total']} tiles"
+        )
+        assert _zoom_rows(page, run) == _api_zooms(ended)
+        assert ended["done"] < ended["total"]  # type: ignore[operator]
+
+        # resumed from its row: a new run going on from it, cancelled from its own row
+        item.locator("button.seed-resume").click()
+        expect(page.locator("#job h2")).to_contain_text("Resume seeding/seeded.tif")
+        [resumed] = client.get("/seeds", params={"layer": scene, "going": 1}).json()["seeds"]
+        assert resumed["id"] != run
+        again = page.locator(f'li.seed[data-seed-id="{resumed["id"]}"]')
+        expect(again).to_contain_text(f"resumes {run[:8]}")
+        again.locator("button.seed-cancel").click()
+        expect(again).to_have_attribute("data-state", "cancelled")
+        assert client.get(f"/jobs/{resumed['id']}").json()["state"] == "cancelled"
+        assert _settle(client, scene)["resumed_of"] == run
+        tab.clean()
+    finally:
+        client.delete(f"/seeds/{scene}")
+        client.close()
 
 
 def test_api_docs_page_lists_the_routes(tab: Tab) -> None:

@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.openapi import openapi_document, openapi_path
-from api.routes import MOUNTED, ROUTES
+from api.routes import ENDPOINTS, MOUNTED, ROUTES
 from shared.settings import Settings
 from tests.checks import AUTH
 
@@ -36,16 +36,7 @@ pytestmark = [pytest.mark.server, pytest.mark.worker]
 #: the demo raster the documented examples name (``single/RGB.byte.tif``)
 EXAMPLE_RASTER = "single/RGB.byte.tif"
 #: operations that start a job: asked with ``async=1``, then their job is cancelled
-JOB_OPERATIONS = {
-    "/diag/probe",
-    "/gis-raster/{path}",
-    "/gis-layer-compress/{id}",
-    "/gis-layer-pretile/{id}",
-    "/gis-layer-export/{id}",
-    "/gis-layer-truncate/{id}",
-    "/gis-layer-expire/{id}",
-    "/gis-speed-test",
-}
+JOB_OPERATIONS = {openapi_path(e.path) for e in ENDPOINTS if e.job is not None}
 #: operations that read credentials of their own (client credentials, a login form): what the
 #: case generated for its ``Authorization`` header is sent as it is there
 OWN_CREDENTIALS = {"/oauth/token", "/oauth/authorize"}

@@ -51,6 +51,21 @@ def _runner() -> PretileRunner:
     )
 
 
+def _job(
+    job_id: str,
+    style: str,
+    lang: str,
+    refresh: bool,
+    s3: bool,
+    variant: str,
+    refresh_before: float | None,
+    max_tiles_per_s: float | None = None,
+) -> PretileJob:
+    """What a step of a run is told, from its task's arguments (``variant``: the tiles' name)."""
+    variant_of = TileVariant.from_name(variant)
+    return PretileJob(job_id, style, lang, refresh, s3, variant_of, refresh_before, max_tiles_per_s)
+
+
 @app.task(base=JobTask, name="tiles.pretile")
 def pretile(
     report: JobReporter,
@@ -74,16 +89,7 @@ def pretile(
     seconds) makes the tiles cached before it again; ``max_tiles_per_s`` paces the run;
     ``resume_of`` names the interrupted job this one continues.
     """
-    job = PretileJob(
-        report.job_id,
-        style,
-        lang,
-        refresh,
-        s3,
-        TileVariant.from_name(variant),
-        refresh_before,
-        max_tiles_per_s,
-    )
+    job = _job(report.job_id, style, lang, refresh, s3, variant, refresh_before, max_tiles_per_s)
     return _runner().start(
         report, job, minzoom, maxzoom, _send_step(job), coverage, resume_of=resume_of
     )
@@ -145,16 +151,7 @@ def send_chunks(
     Resent when its worker process dies: a chunk sent twice still counts once. ``coverage``
     is the run's (a step sent before coverages existed has the layer's bounds).
     """
-    job = PretileJob(
-        job_id,
-        style,
-        lang,
-        refresh,
-        s3,
-        TileVariant.from_name(variant),
-        refresh_before,
-        max_tiles_per_s,
-    )
+    job = _job(job_id, style, lang, refresh, s3, variant, refresh_before, max_tiles_per_s)
     _runner().send(
         job,
         coverage,
@@ -189,9 +186,7 @@ def render_chunk(
     those cached before ``refresh_before`` again); ``mask``: the chunk's tiles to make
     (``Chunk.mask``; None: every one). A chunk that fails is sent again, a bounded number of
     times."""
-    job = PretileJob(
-        job_id, style, lang, refresh, s3, TileVariant.from_name(variant), refresh_before
-    )
+    job = _job(job_id, style, lang, refresh, s3, variant, refresh_before)
     chunk = Chunk(z, x0, y0, x1, y1, mask)
     _runner().render(job, chunk, self.request.hostname or "", retry=_send_chunk(job))
 

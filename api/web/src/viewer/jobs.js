@@ -18,11 +18,17 @@ let current = null;
 let controller = null;
 let refreshTimer = null;
 const doneListeners = new Set();
+const watchListeners = new Set();
 const archiveListeners = new Set();
 
 /** Call listener(job) when a job watched here ends. */
 export function onJobDone(listener) {
   doneListeners.add(listener);
+}
+
+/** Call listener(job) when a job is watched here (started from the page, or picked). */
+export function onWatch(listener) {
+  watchListeners.add(listener);
 }
 
 /** Call listener(result) when "Show on map" of a PMTiles export is clicked. */
@@ -60,6 +66,7 @@ export function watch(job, title) {
   save();
   render();
   stream(current);
+  for (const listener of watchListeners) listener(current);
 }
 
 /** After a reload: the job watched before, its lines, and its stream from the last line seen. */

@@ -3,10 +3,11 @@ import { api, explain } from "./api.js";
 import { credentials, logIn, onCredentials, signOut, useKey } from "./auth.js";
 import { byId, fill, h, status } from "./dom.js";
 import { inspect } from "./inspector.js";
-import { clearRecent, loadRecent, onJobDone, onShowArchive, resumeJob } from "./jobs.js";
+import { clearRecent, loadRecent, onJobDone, onShowArchive, onWatch, resumeJob } from "./jobs.js";
 import { LayerLists } from "./layers.js";
 import { LayerMap } from "./map.js";
 import { openRaster, rasterBounds } from "./panel.js";
+import { SeedList } from "./seeds.js";
 
 const map = new LayerMap(byId("map"), {
   onClick: inspect,
@@ -17,6 +18,7 @@ const lists = new LayerLists(map, {
   onRaster: (row) => openRaster(row, { zoomTo: () => zoomRaster(row) }),
   onZoomRaster: (row) => zoomRaster(row),
 });
+const seeds = new SeedList(map);
 
 async function zoomRaster(row) {
   try {
@@ -90,8 +92,13 @@ async function load() {
   renderAuth();
   const signedIn = Boolean(credentials());
   await lists.load(signedIn);
-  if (signedIn) loadRecent();
-  else clearRecent("Sign in to see and run jobs.");
+  if (signedIn) {
+    loadRecent();
+    seeds.load();
+  } else {
+    clearRecent("Sign in to see and run jobs.");
+    seeds.clear("Sign in to see the seeding runs.");
+  }
 }
 
 onCredentials(() => {
@@ -110,7 +117,11 @@ onJobDone(async (job) => {
     if (row && !panel.hidden) lists.onRaster(row);
   }
   loadRecent();
+  if (job.kind === "pretile") seeds.load();
 });
+
+// a pre-tiling run started (or resumed) from the page joins the seeding runs
+onWatch((job) => (job.kind === "pretile" && credentials() ? seeds.load() : null));
 
 /** Draw a PMTiles archive (an export's download URL); fit the map to its bounds. */
 async function showArchive(url, { fit = true } = {}) {

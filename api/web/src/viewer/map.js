@@ -11,12 +11,15 @@ registerArchives(maplibregl);
 export const BASE_LAYER = "public.countries";
 const PALETTE = ["#d7263d", "#1b998b", "#f46036", "#2e294e", "#c5d86d", "#3f88c5", "#8f2d56"];
 const BASE_IDS = ["base-fill", "base-line"];
+/** The colour a seeding run's coverage is drawn in (a fill at 0.3, its outline whole). */
+export const COVERAGE_COLOUR = "#ff00ff";
+const COVERAGE_IDS = ["coverage-fill", "coverage-line"];
 
 const colour = (id) => PALETTE[[...id].reduce((sum, c) => sum + c.charCodeAt(0), 0) % PALETTE.length];
 
-/** Bounds [w, s, e, n] of a GeoJSON polygon's rings. */
+/** Bounds [w, s, e, n] of a GeoJSON Polygon's (or MultiPolygon's) rings. */
 export function polygonBounds(polygon) {
-  const points = polygon.coordinates.flat();
+  const points = polygon.coordinates.flat(polygon.type === "MultiPolygon" ? 2 : 1);
   const xs = points.map((p) => p[0]);
   const ys = points.map((p) => p[1]);
   return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
@@ -162,6 +165,24 @@ export class LayerMap {
     const layers = styleLayers(source, sourceLayer, entry.geometry_type, colour(entry.id));
     for (const layer of layers) this.map.addLayer(layer);
     this.shown.set(key, { source, layers: layers.map((layer) => layer.id), vector: true });
+  }
+
+  /**
+   * Draw a seeding run's coverage (a GeoJSON Feature of EPSG:4326) over the layers, in place of
+   * the one drawn before; null only removes it. Its bounds [w, s, e, n], or null.
+   */
+  async showCoverage(feature) {
+    await this.ready;
+    for (const id of COVERAGE_IDS) if (this.map.getLayer(id)) this.map.removeLayer(id);
+    if (this.map.getSource("coverage")) this.map.removeSource("coverage");
+    if (!feature?.geometry) return null;
+    this.map.addSource("coverage", { type: "geojson", data: feature });
+    const [fill, line] = COVERAGE_IDS;
+    const paint = { "fill-color": COVERAGE_COLOUR, "fill-opacity": 0.3 };
+    this.map.addLayer({ id: fill, type: "fill", source: "coverage", paint });
+    const outline = { "line-color": COVERAGE_COLOUR, "line-width": 2 };
+    this.map.addLayer({ id: line, type: "line", source: "coverage", paint: outline });
+    return polygonBounds(feature.geometry);
   }
 
   hideAll() {
