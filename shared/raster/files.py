@@ -32,9 +32,28 @@ def atomic_path(final: Path) -> Iterator[Path]:
             leftover.unlink(missing_ok=True)
 
 
-def write_atomic(final: Path, data: str | bytes) -> int:
-    """Write ``data`` to ``final`` atomically; returns the number of bytes."""
+def write_atomic(final: Path, data: str | bytes) -> os.stat_result:
+    """Write ``data`` to ``final`` atomically (a temporary file beside it, then a rename): the
+    file's status (its size and modification time, which the rename keeps).
+
+    Made for the many small files of a tile cache: one open, write and rename a file, its folder
+    made only when it is missing; on an error the temporary file is removed.
+    """
     raw = data.encode() if isinstance(data, str) else data
-    with atomic_path(final) as tmp:
-        tmp.write_bytes(raw)
-    return len(raw)
+    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            status = os.fstat(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return status

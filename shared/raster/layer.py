@@ -300,7 +300,7 @@ def _swap_in(
         The size of the XML in bytes.
     """
     changed = not reuse or not where.xml_path.is_file() or where.xml_path.read_text() != xml
-    size = write_atomic(where.xml_path, xml)  # the swap: tiles come from the new build now
+    size = write_atomic(where.xml_path, xml).st_size  # the swap: tiles come from the new build
     manifest_path = where.derived_dir / _MANIFEST
     if changed:
         # a new configuration must never be served from tiles of the old one

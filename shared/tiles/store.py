@@ -111,9 +111,7 @@ class FileTileStore:
 
     def put(self, key: str, data: bytes) -> str:
         """Store a tile (temporary file, then rename); the ETag nginx gives its file."""
-        path = self._path(key)
-        write_atomic(path, data)
-        return file_etag(path.stat())
+        return file_etag(write_atomic(self._path(key), data))
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""

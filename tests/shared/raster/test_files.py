@@ -12,10 +12,31 @@ from shared.raster.files import atomic_path, write_atomic
 def test_a_file_is_written_whole_under_its_name_its_folder_made(tmp_path: Path) -> None:
     final = tmp_path / "a" / "b" / "style.xml"
 
-    assert write_atomic(final, "<Map name='é'/>") == len("<Map name='é'/>".encode())
+    status = write_atomic(final, "<Map name='é'/>")
 
     assert final.read_text() == "<Map name='é'/>"
     assert [p.name for p in final.parent.iterdir()] == ["style.xml"]
+    assert (status.st_size, status.st_mtime_ns) == (
+        len("<Map name='é'/>".encode()),
+        final.stat().st_mtime_ns,
+    )
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    final = tmp_path / "7.png"
+    final.write_bytes(b"old")
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("shared.raster.files.os.replace", full)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(final, b"new")
+
+    assert final.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["7.png"]
 
 
 def test_the_old_file_stays_until_the_block_ends(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 
 import pytest
@@ -37,13 +39,19 @@ def test_a_write_that_fails_midway_leaves_the_old_tile_and_no_part(
     store = FileTileStore(tmp_path)
     store.put(KEY, b"old tile")
 
-    def half_then_fail(self: Path, data: bytes) -> int:
-        with self.open("wb") as f:
-            f.write(data[: len(data) // 2])
-        raise OSError(28, "No space left on device")
+    real_fdopen = os.fdopen
+
+    class HalfThenFail(io.BufferedWriter):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            super().write(data[: len(data) // 2])
+            self.flush()
+            raise OSError(28, "No space left on device")
+
+    def fdopen(fd: int, mode: str) -> io.BufferedWriter:
+        return HalfThenFail(real_fdopen(fd, "wb", buffering=0))
 
     with monkeypatch.context() as patch:
-        patch.setattr(Path, "write_bytes", half_then_fail)
+        patch.setattr("shared.raster.files.os.fdopen", fdopen)
         with pytest.raises(OSError, match="No space left"):
             store.put(KEY, b"new tile, never whole")
 
