@@ -321,6 +321,10 @@ class PretileCounters:
         pipe.execute()
         return sum(done.values())
 
+    def end(self) -> None:
+        """Record the end of the run (its seconds and rate stop there)."""
+        self.client.hsetnx(self.key, "ended", repr(time.time()))
+
     def run(self) -> dict[str, Any]:
         """The run's parameters, as :meth:`start` recorded them."""
         run: dict[str, Any] = json.loads(cast(str, self.client.hget(self.key, "run")))
@@ -412,7 +416,7 @@ class PretileCounters:
         return cast(list[str], self.client.lrange(self._part("failed"), 0, limit - 1))
 
     def summary(self) -> dict[str, Any]:
-        """The plan, per-zoom counts, totals, rate and the seconds since the start.
+        """The plan, per-zoom counts, totals, rate and the seconds from the start (to the end).
 
         ``done`` counts the tiles made or found cached (``resumed``: done before the run was
         resumed), ``remaining`` those neither done nor failed.
@@ -433,7 +437,8 @@ class PretileCounters:
                 workers.setdefault(name, {"chunks": 0, "rendered": 0})[count] = int(value)
         totals = {n: sum(z[n] for z in zooms) for n in (*_COUNTS, "resumed")}
         done = totals["rendered"] + totals["skipped"] + totals["resumed"]
-        seconds = round(time.time() - float(data["started"]), 3)
+        until = float(data["ended"]) if "ended" in data else time.time()
+        seconds = round(until - float(data["started"]), 3)
         made = done - totals["resumed"]  # this run's tiles: its rate
         rate = made / seconds if seconds > 0 else 0.0
         remaining = max(plan["total"] - done - totals["failed"], 0)

@@ -466,6 +466,7 @@ class PretileRunner:
         """
         job_id = job.job_id
         counters = self._counters(job_id)
+        counters.end()
         summary = counters.summary()
         too_many = self.store.client.hget(counters.key, "too_many_failed") is not None
         if self.store.cancel_requested(job_id) and not too_many:

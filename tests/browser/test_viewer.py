@@ -242,6 +242,10 @@ def test_without_credentials_public_layers_only_then_a_login(
         expect(page.locator("#signed-in")).to_have_text(login)
         expect(rasters).not_to_have_count(1)  # the folder's other rasters too
         assert vectors.count() > 1
+        # a reader's token: the seeding runs are not asked (an operator's), the page says why
+        expect(page.locator("#seeds-note")).to_have_text(
+            "Seeding runs need an operator's credentials."
+        )
         page.click("#sign-out")
         expect(vectors).to_have_count(1)
         expect(rasters).to_have_count(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -167,6 +168,10 @@ def test_the_counters_count_each_chunk_once_and_end_the_run_at_its_total(
     assert progress == 19 / 20
     assert 0 < counters.client.ttl(counters.key) <= 60
     assert 0 < counters.client.ttl(f"{counters.key}:failed") <= 60
+    counters.end()
+    ended = counters.summary()["seconds"]
+    time.sleep(0.05)
+    assert counters.summary()["seconds"] == ended  # the rate of a run ended stays
 
 
 def test_a_resumed_run_counts_the_chunks_done_clean_and_makes_the_others(

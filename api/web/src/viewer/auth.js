@@ -18,6 +18,21 @@ export function authorization() {
   return found ? `Bearer ${found.secret}` : null;
 }
 
+/**
+ * The role a login's token names (its `role` claim: "reader", "operator", "admin"); null for an
+ * API key, whose role only the API knows. What the page offers; the API still judges.
+ */
+export function tokenRole() {
+  const found = credentials();
+  if (found?.kind !== "token") return null;
+  try {
+    const claims = found.secret.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(claims)).role ?? null;
+  } catch {
+    return null;
+  }
+}
+
 export function onCredentials(listener) {
   listeners.add(listener);
 }

@@ -1,6 +1,6 @@
 // The viewer: layer lists, the map, a layer's panel, jobs and the inspector, wired together.
 import { api, explain } from "./api.js";
-import { credentials, logIn, onCredentials, signOut, useKey } from "./auth.js";
+import { credentials, logIn, onCredentials, signOut, tokenRole, useKey } from "./auth.js";
 import { byId, fill, h, status } from "./dom.js";
 import { inspect } from "./inspector.js";
 import { clearRecent, loadRecent, onJobDone, onShowArchive, onWatch, resumeJob } from "./jobs.js";
@@ -94,7 +94,7 @@ async function load() {
   await lists.load(signedIn);
   if (signedIn) {
     loadRecent();
-    seeds.load();
+    seeds.open(tokenRole() !== "reader");
   } else {
     clearRecent("Sign in to see and run jobs.");
     seeds.clear("Sign in to see the seeding runs.");
@@ -121,7 +121,7 @@ onJobDone(async (job) => {
 });
 
 // a pre-tiling run started (or resumed) from the page joins the seeding runs
-onWatch((job) => (job.kind === "pretile" && credentials() ? seeds.load() : null));
+onWatch((job) => (job.kind === "pretile" ? seeds.load() : null));
 
 /** Draw a PMTiles archive (an export's download URL); fit the map to its bounds. */
 async function showArchive(url, { fit = true } = {}) {

@@ -29,11 +29,20 @@ export class SeedList {
     this.drawn = null; // the id of the run whose coverage is on the map
     this.timer = null;
     this.asked = 0; // answers to an older request than the last are dropped
+    this.refused = true; // not asked: no credentials, or not an operator's
     byId("seeds-refresh").addEventListener("click", () => this.load());
+  }
+
+  /** After a sign-in: list the runs when the caller may see them (an operator), else say so. */
+  open(allowed) {
+    if (!allowed) return this.clear("Seeding runs need an operator's credentials.");
+    this.refused = false;
+    return this.load();
   }
 
   /** List the runs; ask again while one is going. */
   async load() {
+    if (this.refused) return;
     clearTimeout(this.timer);
     this.timer = null;
     const asked = ++this.asked;
@@ -45,7 +54,10 @@ export class SeedList {
     } catch (error) {
       if (asked !== this.asked) return;
       this.seeds = [];
-      byId("seeds-note").textContent = explain(error);
+      this.refused = error.status === 403; // an API key of a reader: not asked again
+      byId("seeds-note").textContent = this.refused
+        ? "Seeding runs need an operator's credentials."
+        : explain(error);
     }
     this.render();
     await this.drawCoverage();
@@ -53,11 +65,12 @@ export class SeedList {
       this.timer = setTimeout(() => this.load(), POLL_MS);
   }
 
-  /** Without credentials: no list, no coverage, no polling. */
+  /** Without credentials (or an operator's): no list, no coverage, no polling. */
   clear(note) {
     clearTimeout(this.timer);
     this.timer = null;
     this.asked++;
+    this.refused = true;
     this.seeds = [];
     this.selected = null;
     this.drawCoverage();
