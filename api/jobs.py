@@ -11,6 +11,7 @@ when the pool is exhausted they are refused with ``503`` and ``Retry-After``.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -27,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from api.access import layer_of, principal_of
+from api.access import layer_of, principal_of, visible_layers
 from api.endpoint import endpoint_of
 from api.links import job_links, link
 from shared import events
@@ -46,6 +47,7 @@ from shared.logs import REQUEST_ID
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
+from shared.tiles.pretile import free_run
 
 __all__ = [
     "JOB_STATES",
@@ -116,6 +118,38 @@ def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: the most bytes of JSON a parameter shows in a job descriptor: a coverage's polygon or an
+#: expiry list may be megabytes, which every page of jobs would carry
+SHOWN_PARAM_BYTES = 2048
+
+
+def _coverage_layers(value: Any) -> list[str]:
+    """The layers whose polygons are coverages in a parameter's value (``Coverage.to_json``)."""
+    if isinstance(value, dict):
+        own = (
+            [value["layer"]] if "geometry" in value and isinstance(value.get("layer"), str) else []
+        )
+        return own + [name for item in value.values() for name in _coverage_layers(item)]
+    if isinstance(value, list):
+        return [name for item in value for name in _coverage_layers(item)]
+    return []
+
+
+def shown_params(params: dict[str, Any], request: Request | None) -> dict[str, Any]:
+    """A job's parameters as its descriptor shows them: one of more than
+    :data:`SHOWN_PARAM_BYTES` as its size (``{"omitted_bytes": n}``), one holding the polygons
+    of a layer the caller may not see as ``{"hidden": true}``."""
+    shown: dict[str, Any] = {}
+    for name, value in params.items():
+        layers = _coverage_layers(value)
+        if request is not None and len(visible_layers(request, layers)) < len(layers):
+            shown[name] = {"hidden": True}
+            continue
+        size = len(json.dumps(value, separators=(",", ":")))
+        shown[name] = value if size <= SHOWN_PARAM_BYTES else {"omitted_bytes": size}
+    return shown
+
+
 def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[str, Any]:
     """The job descriptor: state, progress, times, result or error; links when it answers
     ``request``."""
@@ -126,7 +160,7 @@ def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[
         "layer": record.layer or None,
         "request_id": record.request_id or None,
         "progress": record.progress,
-        "params": record.params,
+        "params": shown_params(record.params, request),
         "created": _iso(record.created),
         "started": _iso(record.started),
         "finished": _iso(record.finished),
@@ -342,6 +376,7 @@ class JobService:
         self.celery.control.revoke(job_id)
         if AsyncResult(job_id, app=self.celery).state == "PENDING":
             self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
+            free_run(self.store, record)
             return True
         return False
 

@@ -33,6 +33,8 @@ from shared.tiles.pretile import PretileCounters, PretileLock, resumable, supers
 
 __all__ = ["ENDPOINTS"]
 
+#: the most vertices of a run's coverage as the collection draws it (simplified beyond)
+OUTLINE_VERTICES = 1000
 #: states of a run not ended
 _UNFINISHED = ("queued", "running")
 
@@ -84,19 +86,29 @@ def _progress(store: JobStore, job: dict[str, Any]) -> dict[str, Any]:
         ],
     )
     coverage = counters.run().get("coverage")
-    if coverage is not None:
-        geometry = Coverage.from_json(coverage).geojson()
+    hidden = job["params"].get("coverage") == {"hidden": True}  # another layer's polygons
+    if coverage is not None and not hidden:
+        geometry = Coverage.from_json(coverage).outline(OUTLINE_VERTICES)
         seed["coverage"] = {"type": "Feature", "geometry": geometry, "properties": {}}
     return seed
 
 
-async def _runs(request: Request, layer: str | None, going: bool, limit: int, offset: int) -> Any:
+async def _runs(
+    request: Request, layer: str | None, going: bool, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """One page of the runs the caller may see, newest first; ``going``: of those queued or
+    running (the first ``offset + limit`` of each state, merged, then the page)."""
     jobs = services(request).jobs
+    if not going:
+        selection = Selection(kind="pretile", layer=layer, limit=limit, offset=offset)
+        found: list[dict[str, Any]] = (await jobs.listing(request, selection))["jobs"]
+        return found
     found = []
-    for state in _UNFINISHED if going else (None,):
-        selection = Selection(kind="pretile", state=state, layer=layer, limit=limit, offset=offset)
+    for state in _UNFINISHED:
+        selection = Selection(kind="pretile", state=state, layer=layer, limit=offset + limit)
         found += (await jobs.listing(request, selection))["jobs"]
-    return found
+    found.sort(key=lambda job: job["created"], reverse=True)
+    return found[offset : offset + limit]
 
 
 async def list_seeds(request: Request, query: SeedsQuery) -> JSONResponse:
@@ -104,7 +116,7 @@ async def list_seeds(request: Request, query: SeedsQuery) -> JSONResponse:
 
     Each is the job's descriptor with ``total``, ``done`` (made, found cached, or done before a
     resume), ``remaining``, ``failed``, ``tiles_per_s``, ``eta_s``, per zoom the same, and its
-    ``coverage`` as a GeoJSON Feature (EPSG:4326). ``going=true`` lists the runs not ended.
+    ``coverage`` as a GeoJSON Feature (EPSG:4326). ``going=1`` lists the runs not ended.
     """
     runs = await _runs(request, query.layer, query.going, query.limit, query.offset)
     store = services(request).jobs.store

@@ -107,8 +107,13 @@ async def _sweep(
         )
     check_zooms(query.minzoom, query.maxzoom)
     svc = services(request)
+    layer, names = query.id, [query.id]
+    if vector:  # the table's id keys its cached tiles; the front's, every name it was asked by
+        layer = (await svc.vector.layer(svc.db, query.id)).id
+        layers = await svc.vector.layers(svc.db)
+        names = sorted({query.id, *(name for name, found in layers.items() if found.id == layer)})
     sweep = Sweep(
-        query.id,
+        layer,
         vector,
         tiles.to_json(),
         query.minzoom,
@@ -117,7 +122,7 @@ async def _sweep(
         langs,
         stores,
         rerender,
-        front.front_vector_cache(svc.settings) if vector else None,
+        {**front.front_vector_cache(svc.settings), "names": names} if vector else None,
     )
     if not vector:
         for name in sweep.stores:

@@ -58,6 +58,7 @@ from shared.tiles.pretile import (
     DEFAULT_MINZOOM,
     PretileLock,
     check_ceiling,
+    check_pace,
     plan_pretile,
 )
 from shared.tiles.store import etag_of
@@ -186,7 +187,11 @@ class PretileQuery(CoverageQuery):
         examples=["7d"],
     )
     max_tiles_per_s: float | None = Field(
-        None, gt=0, le=1_000_000, description="Pace of the run: at most this many tiles a second"
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Pace of the run: at most this many tiles a second (at least 2 x 64 /"
+        " `MAPSVC_JOB_STALL_S`: 0.142 by default, a chunk every 7.5 min)",
     )
     is_s3: Flag = Field(False, alias="isS3", description="1: tile into the S3 bucket")
     dryrun: Flag = Field(False, description="1: answer the plan, render nothing")
@@ -378,6 +383,8 @@ async def get_layer_pretile(
                 parameter="refresh_before",
             )
         refresh_before = parse_time_or_age(query.refresh_before, time.time())
+    if query.max_tiles_per_s is not None:
+        check_pace(query.max_tiles_per_s, settings.jobs.stall_s)
     coverage = await coverage_of(request, query, body)
     if coverage is None and query.buffer:
         coverage = Coverage.box(info.footprint, query.buffer)

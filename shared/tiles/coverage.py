@@ -21,7 +21,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -100,6 +100,9 @@ class Coverage:
     bounds: tuple[float, float, float, float]
     geometry: BaseGeometry | None = None
     buffer: int = 0
+    #: the vector layer whose polygons it is (``coverage_layer``): who may not see that layer
+    #: is not shown its geometry
+    layer: str | None = None
 
     # -- making one -------------------------------------------------------------------------
 
@@ -196,13 +199,23 @@ class Coverage:
 
     def to_json(self) -> dict[str, Any]:
         """The coverage as JSON: ``bounds``, ``geometry`` (GeoJSON, or null for the box),
-        ``buffer``."""
+        ``buffer``, and ``layer`` when it is a layer's polygons."""
         geometry = None if self.geometry is None else json.loads(shapely.to_geojson(self.geometry))
-        return {"bounds": list(self.bounds), "geometry": geometry, "buffer": self.buffer}
+        data = {"bounds": list(self.bounds), "geometry": geometry, "buffer": self.buffer}
+        return data | ({"layer": self.layer} if self.layer else {})
 
-    def geojson(self) -> dict[str, Any]:
-        """The area as a GeoJSON geometry (EPSG:4326; the buffer, in pixels of each zoom, aside)."""
+    def outline(self, max_vertices: int = 1000) -> dict[str, Any]:
+        """The area as a GeoJSON geometry of about ``max_vertices`` vertices at most, to draw
+        (EPSG:4326; simplified, topology kept, with a tolerance doubled until it fits, 40 times
+        at most; the buffer, in pixels of each zoom, aside)."""
         geometry = self.geometry if self.geometry is not None else shapely.box(*self.bounds)
+        west, south, east, north = self.bounds
+        tolerance = max(east - west, north - south) / 10_000
+        for _ in range(40):  # (many small parts keep a few vertices each, however simplified)
+            if shapely.get_num_coordinates(geometry) <= max_vertices:
+                break
+            geometry = shapely.simplify(geometry, tolerance, preserve_topology=True)
+            tolerance *= 2
         found: dict[str, Any] = json.loads(shapely.to_geojson(geometry))
         return found
 
@@ -213,8 +226,11 @@ class Coverage:
         if not isinstance(data, dict):
             return cls.box(data)
         if data.get("geometry") is None:
-            return cls.box(data["bounds"], data.get("buffer", 0))
-        return cls.of_geometry(shapely.geometry.shape(data["geometry"]), data.get("buffer", 0))
+            found = cls.box(data["bounds"], data.get("buffer", 0))
+        else:
+            shape = shapely.geometry.shape(data["geometry"])
+            found = cls.of_geometry(shape, data.get("buffer", 0))
+        return replace(found, layer=data.get("layer"))
 
     # -- the tiles that meet it ------------------------------------------------------------
 
@@ -484,4 +500,5 @@ async def layer_coverage(
             parameter="where",
         )
     shape = shapely.from_geojson(answer)
-    return Coverage.of_geometry(shape if shape.is_valid else shapely.make_valid(shape), buffer)
+    found = Coverage.of_geometry(shape if shape.is_valid else shapely.make_valid(shape), buffer)
+    return replace(found, layer=layer.id)

@@ -39,11 +39,14 @@ __all__ = [
     "PretileLock",
     "RunSlots",
     "check_ceiling",
+    "check_pace",
     "check_zooms",
+    "free_run",
     "chunks",
     "count_chunks",
     "plan_pretile",
     "resumable",
+    "slowest_pace",
     "supersede",
     "tile_name",
 ]
@@ -106,6 +109,32 @@ def check_zooms(minzoom: int, maxzoom: int) -> None:
     if minzoom >= maxzoom:
         raise InvalidInputError(
             "minzoom must be below maxzoom (maxzoom is excluded)", parameter="minzoom"
+        )
+
+
+def slowest_pace(stall_s: float) -> float:
+    """The least ``max_tiles_per_s`` of a run: its sender queues the step after a chunk of
+    ``CHUNK * CHUNK`` tiles that many tiles' time later, and a run silent for ``stall_s``
+    (``MAPSVC_JOB_STALL_S``) is ended by the watchdog; a step comes within half of it."""
+    return 2 * CHUNK * CHUNK / stall_s
+
+
+def check_pace(tiles_per_s: float, stall_s: float) -> None:
+    """Refuse a pace so slow that the run would fall silent for ``stall_s`` between two steps
+    (or past what a task's countdown can hold), locking its layer until the watchdog ends it.
+
+    Raises:
+        InvalidInputError: ``tiles_per_s`` is below :func:`slowest_pace` (``parameter``:
+            ``max_tiles_per_s``).
+    """
+    least = slowest_pace(stall_s)
+    if tiles_per_s < least:
+        raise InvalidInputError(
+            f"max_tiles_per_s must be at least {least:.3g}: a run sends a chunk of up to"
+            f" {CHUNK * CHUNK} tiles at a time, and one silent for MAPSVC_JOB_STALL_S"
+            f" ({stall_s:g} s) is ended",
+            parameter="max_tiles_per_s",
+            least=round(least, 6),
         )
 
 
@@ -647,3 +676,12 @@ def supersede(store: JobStore, old: JobRecord, new_id: str) -> None:
     if old.outcome is None:
         message = f"the run was interrupted; job {new_id} resumes it"
         store.finish(old.id, "failed", f"{FINISH_ERROR}: {message}", UnavailableError(message))
+
+
+def free_run(store: JobStore, record: JobRecord) -> None:
+    """Free the layer and the place a pre-tiling job holds when it ends before its start ran
+    (cancelled while queued: no step of it runs to free them); another kind holds neither."""
+    if record.kind != "pretile" or not isinstance(record.params.get("style"), str):
+        return
+    PretileLock(store, record.params["style"], 0).release(record.id)
+    RunSlots(store, 0, 0).free(record.id)

@@ -133,9 +133,19 @@ class FileTileStore:
         shutil.rmtree(self.root / check_style_id(style), ignore_errors=True)
 
     def names(self, folder: str) -> list[str]:
-        """The names in the folder of keys ``folder`` (none when it is missing)."""
+        """The names in the folder of keys ``folder`` (none when it is missing).
+
+        A folder that a symbolic link leads out of its style's folder (into another layer's
+        tiles, say) has none: truncation and expiry walk these names, and must remove or draw
+        again only the style's own tiles.
+        """
+        path = self._path(folder)
+        style = os.path.realpath(self._path(folder.split("/", 1)[0]))
+        real = os.path.realpath(path)
+        if real != style and not real.startswith(style + os.sep):
+            return []
         try:
-            return os.listdir(self._path(folder))
+            return os.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
             return []
 

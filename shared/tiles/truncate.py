@@ -51,7 +51,7 @@ class Sweep:
     """What a truncation or expiry job does (its parameters).
 
     Attributes:
-        layer: the raster layer (style) or vector layer.
+        layer: the raster layer (style) or vector layer (its table's id, not an alias).
         vector: whether it is a vector layer.
         tiles: the set of tiles (:meth:`TileSet.to_json`).
         minzoom: the first zoom.
@@ -61,7 +61,8 @@ class Sweep:
         stores: ``file`` (the disk), ``s3`` (the bucket), or both.
         rerender: draw the tiles found again (raster layers; the rest removed) instead of
             removing them.
-        front: the nginx front's vector tiles: ``folder`` and ``patterns`` (see
+        front: the nginx front's vector tiles: ``folder``, ``patterns`` and the layer's
+            ``names`` (its id and aliases: see
             :func:`~shared.vector.front_cache.drop_front_tiles`); None: not looked at.
     """
 
@@ -190,7 +191,11 @@ def _vector(run: _Run, client: redis.Redis, tiles: TileSet) -> dict[str, Any]:
     front = None
     if sweep.front is not None:
         front = drop_front_tiles(
-            Path(sweep.front["folder"]), sweep.front["patterns"], sweep.layer, wanted
+            Path(sweep.front["folder"]),
+            sweep.front["patterns"],
+            sweep.layer,
+            wanted,
+            aliases=sweep.front.get("names", ()),
         )
         text = (
             "not readable here: its tiles end with their TTL"

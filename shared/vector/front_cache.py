@@ -13,16 +13,18 @@ An answer is dropped by marking it expired, not by removing its file: its header
 the API and keeps the new answer, and nginx removes the file itself when its ``inactive`` time
 ends. A removed file would be a miss too, but nginx would then log a critical
 ``unlink() … failed (2: No such file or directory)`` when it forgets the entry. A file of
-another header layout is removed.
+another header layout is removed. Symbolic links in the folder (nginx makes none) are not
+followed: what they lead to is not the front's.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 from shared.tiles.grid import TileAddress
@@ -43,7 +45,9 @@ _LEVELS = (re.compile(r"^[0-9a-f]$"), re.compile(r"^[0-9a-f]{2}$"))
 
 def _folders(folder: Path, level: re.Pattern[str]) -> list[Path]:
     with os.scandir(folder) as entries:
-        return [Path(e.path) for e in entries if level.match(e.name) and e.is_dir()]
+        return [
+            Path(e.path) for e in entries if level.match(e.name) and e.is_dir(follow_symlinks=False)
+        ]
 
 
 def _files(folder: Path) -> Iterator[Path]:
@@ -51,7 +55,11 @@ def _files(folder: Path) -> Iterator[Path]:
     for one in _folders(folder, _LEVELS[0]):
         for two in _folders(one, _LEVELS[1]):
             with os.scandir(two) as entries:
-                names = [e.path for e in entries if _FILE.match(e.name)]
+                names = [
+                    e.path
+                    for e in entries
+                    if _FILE.match(e.name) and e.is_file(follow_symlinks=False)
+                ]
             yield from map(Path, names)
 
 
@@ -64,9 +72,11 @@ def _head(path: Path) -> bytes:
         return b""
 
 
-def _tile_of(head: bytes, patterns: Sequence[re.Pattern[str]], layer_id: str) -> TileAddress | None:
-    """The tile of ``layer_id`` whose answer a kept file keeps, from its first bytes ``head``;
-    None: another layer's, another answer."""
+def _tile_of(
+    head: bytes, patterns: Sequence[re.Pattern[str]], names: Collection[str]
+) -> TileAddress | None:
+    """The tile of the layer of ``names`` whose answer a kept file keeps, from its first bytes
+    ``head``; None: another layer's, another answer."""
     start = head.find(_KEY)
     end = head.find(b"\n", start + len(_KEY)) if start >= 0 else -1
     if end < 0:
@@ -74,7 +84,7 @@ def _tile_of(head: bytes, patterns: Sequence[re.Pattern[str]], layer_id: str) ->
     uri = head[start + len(_KEY) : end].decode("utf-8", "replace").split("|", 1)[0]
     for pattern in patterns:
         found = pattern.match(uri)
-        if found is not None and found["vlayer"] == layer_id:
+        if found is not None and found["vlayer"] in names:
             return TileAddress(int(found["z"]), int(found["x"]), int(found["y"]))
     return None
 
@@ -85,9 +95,13 @@ def _expire(path: Path, head: bytes) -> bool:
         if not head.startswith(_VERSION):
             path.unlink()
             return True
-        fd = os.open(path, os.O_WRONLY)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link put in its place meanwhile: not the front's
+            return False
+        raise
     try:
         os.pwrite(fd, _VALID_SEC.pack(0), len(_VERSION))
     finally:
@@ -100,6 +114,8 @@ def drop_front_tiles(
     patterns: Sequence[str],
     layer_id: str,
     wanted: Callable[[TileAddress], bool],
+    *,
+    aliases: Collection[str] = (),
 ) -> list[TileAddress] | None:
     """Expire the front's kept answers of the tiles of a layer that ``wanted`` picks.
 
@@ -112,17 +128,19 @@ def drop_front_tiles(
             ``vlayer``, ``z``, ``x`` and ``y``.
         layer_id: the vector layer's id.
         wanted: whether a kept tile is to go.
+        aliases: the layer's other names (the front keeps a tile per name it was asked by).
 
     Returns:
         The tiles expired (one per answer kept: plain and gzip are two); None when the folder
         cannot be read or written by this process (its answers then end with their TTL).
     """
     compiled = [re.compile(p) for p in patterns]
+    names = {layer_id, *aliases}
     dropped: list[TileAddress] = []
     try:
         for path in _files(folder):
             head = _head(path)
-            tile = _tile_of(head, compiled, layer_id)
+            tile = _tile_of(head, compiled, names)
             if tile is not None and wanted(tile) and _expire(path, head):
                 dropped.append(tile)
     except FileNotFoundError:

@@ -331,9 +331,9 @@ def test_a_vector_layer_s_cached_tiles_are_removed_from_the_api_cache(
     assert r.status_code in (200, 204)  # the same tile asked otherwise: its own answer
     assert cached_vector_tiles(rdb, layer) >= set(asked)
     result = finished(client, expire(client, layer, "2/1/1\n"))
-    # 2/1/1 twice (two answers) and its child 3/2/2; 2/2/1 and 3/4/2 are not in its family
-    assert result["vector_cache"] == 3
-    assert result["removed"] == 3
+    # 2/1/1 twice (two answers) and its child 3/2/2 at least (other tests may have cached more
+    # answers of them); 2/2/1 and 3/4/2 are not in its family
+    assert result["vector_cache"] == result["removed"] >= 3
     assert result["front_cache"] == 0
     left = cached_vector_tiles(rdb, layer)
     assert {"2/1/1", "3/2/2"}.isdisjoint(left)

@@ -18,11 +18,13 @@ from shared.tiles.pretile import (
     CHUNK,
     Chunk,
     PretileCounters,
+    PretileLock,
     RunSlots,
     check_ceiling,
     check_zooms,
     chunks,
     count_chunks,
+    free_run,
     plan_pretile,
 )
 from tests.conftest import REDIS_URL
@@ -236,3 +238,23 @@ def test_run_slots_hold_at_most_their_number_of_runs(client: redis.Redis) -> Non
         assert RunSlots(store, most=0, ttl_s=60).take(first) is True  # no limit
     finally:
         client.delete(RunSlots.KEY)
+
+
+def test_a_run_ended_before_its_start_frees_its_layer_and_place(client: redis.Redis) -> None:
+    store = JobStore(client, Settings())
+    job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    store.create(job_id, "pretile", {"style": "free-run-style"})
+    store.create(other, "export", {"style": "free-run-style"})
+    lock = PretileLock(store, "free-run-style", 60)
+    slots = RunSlots(store, most=2, ttl_s=60)
+    try:
+        assert lock.acquire(job_id) is None
+        assert slots.take(job_id)
+        free_run(store, store.get(other))  # type: ignore[arg-type]  # another kind: nothing
+        assert client.get(lock.key) == job_id
+        free_run(store, store.get(job_id))  # type: ignore[arg-type]
+        assert client.get(lock.key) is None
+        assert client.zscore(RunSlots.KEY, job_id) is None
+    finally:
+        client.delete(lock.key, f"mapsvc:job:{job_id}", f"mapsvc:job:{other}")
+        client.zrem(RunSlots.KEY, job_id)
