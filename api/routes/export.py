@@ -13,8 +13,10 @@ from typing import Literal
 
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from api.access import Rule
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
@@ -44,6 +46,7 @@ from shared.tiles.export_s3 import (
     ExportObject,
     satisfiable,
     single_range,
+    well_formed,
 )
 from shared.tiles.grid import MAX_ZOOM
 
@@ -147,7 +150,7 @@ async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Res
         size = path.stat().st_size
         if not satisfiable(single_range(request.headers.get("range")), size):
             return _not_in_file(request, size)
-        return FileResponse(path, media_type=MEDIA_TYPES[path.suffix[1:]], filename=name)
+        return _ExportFile(path, media_type=MEDIA_TYPES[path.suffix[1:]], filename=name)
     asked = single_range(request.headers.get("range"))
     found = await run_in_threadpool(ExportBucket(s3).read, query.id, name, asked)
     if found is None:
@@ -156,6 +159,17 @@ async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Res
         return _not_in_file(request, found)
     assert isinstance(found, ExportObject)
     return _streamed(found, name)
+
+
+class _ExportFile(FileResponse):
+    """An export on the disk, its ``Range`` served; a malformed one ignored (the whole file, as
+    RFC 9110 has a server do, and as the bucket's exports are served)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        asked = Headers(scope=scope).get("range")
+        if asked is not None and not well_formed(asked):
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"range"]}
+        await super().__call__(scope, receive, send)
 
 
 def _not_in_file(request: Request, size: int) -> Response:

@@ -22,7 +22,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from shared.errors import UnavailableError
 from shared.tiles.s3 import S3TileStore, is_missing_key, missing_as_none, storage_reason
 
-__all__ = ["ExportBucket", "ExportObject", "MEDIA_TYPES", "satisfiable", "single_range"]
+__all__ = [
+    "ExportBucket",
+    "ExportObject",
+    "MEDIA_TYPES",
+    "satisfiable",
+    "single_range",
+    "well_formed",
+]
 
 #: the media type of each archive format
 MEDIA_TYPES = {"mbtiles": "application/vnd.sqlite3", "pmtiles": "application/vnd.pmtiles"}
@@ -39,6 +46,21 @@ def single_range(header: str | None) -> str | None:
         return None
     text = header.strip().replace(" ", "")
     return text if _RANGE.fullmatch(text) else None
+
+
+def well_formed(header: str) -> bool:
+    """Whether a ``Range`` header is byte ranges as RFC 9110 writes them (each ``first-last``
+    with first <= last, ``first-`` or ``-suffix``); a server ignores one that is not."""
+    text = header.strip().replace(" ", "")
+    if not text.startswith("bytes="):
+        return False
+    for spec in text.removeprefix("bytes=").split(","):
+        first, dash, last = spec.partition("-")
+        if not dash or not (first or last) or not (first + last).isdigit():
+            return False
+        if first and last and int(first) > int(last):
+            return False
+    return True
 
 
 def satisfiable(byte_range: str | None, size: int) -> bool:

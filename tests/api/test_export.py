@@ -206,6 +206,9 @@ def test_download_answers_ranges(
     assert outside.headers["content-range"] == f"bytes */{size}"
     assert assert_error(outside.json(), "range-not-satisfiable")["detail"] == {"size": size}
     assert httpx.get(url, headers={**AUTH, "Range": f"bytes={size - 1}-"}).status_code == 206
+    for malformed in ("bytes=5-3", "bytes=x-", "items=0-1", "bytes=-"):  # ignored: the whole file
+        r = httpx.get(url, headers={**AUTH, "Range": malformed})
+        assert (r.status_code, len(r.content)) == (200, size), malformed
 
 
 def limited_key(api: TestClient, role: str, layers: list[str]) -> dict[str, str]:
