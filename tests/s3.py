@@ -14,10 +14,14 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError
 from moto.server import ThreadedMotoServer
+from pydantic import SecretStr
 
 from tests.conftest import free_port
 
-__all__ = ["keys", "moto_process", "moto_thread", "raw"]
+__all__ = ["KEYS", "keys", "moto_process", "moto_thread", "raw"]
+
+#: the credentials the local server takes (any), as settings' fields
+KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
 
 
 def raw(url: str) -> Any:

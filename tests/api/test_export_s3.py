@@ -18,7 +18,6 @@ import pytest
 import redis
 from pmtiles.reader import Reader
 from pmtiles.tile import TileType
-from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
@@ -31,12 +30,11 @@ from shared.tiles.styles import read_style
 from tests.checks import AUTH
 from tests.conftest import UP_REDIS_URL, admin_client, run_mapsvc, served, worker_process
 from tests.layers import RGB, own_layer, tile_url
-from tests.s3 import keys, moto_thread, raw
+from tests.s3 import KEYS, keys, moto_thread, raw
 
 pytestmark = pytest.mark.worker
 
 BUCKET = "mapsvc-test-exports"
-KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
 ZOOMS = {"minzoom": "8", "maxzoom": "10"}
 
 

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import rasterio
 import redis
-from pydantic import SecretStr
 from rasterio.io import MemoryFile
 from starlette.testclient import TestClient
 
@@ -35,7 +34,7 @@ from tests.conftest import (
 )
 from tests.jobs import job_lines
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, decode, stored_tiles, tile_url
-from tests.s3 import keys, moto_process, raw
+from tests.s3 import KEYS, keys, moto_process, raw
 
 pytestmark = [pytest.mark.worker]
 
@@ -43,7 +42,6 @@ BUCKET = "mapsvc-test-rasters"
 #: the tile cache of isS3=1: the endpoint of the rasters turns it on too
 TILE_BUCKET = "mapsvc-test-raster-tiles"
 PREFIX = "sources"
-KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
 #: the demo rasters, uploaded as they are
 RASTERS = [
     "single/RGB.byte.tif",

@@ -18,11 +18,11 @@ from api.app import create_app
 from shared.settings import Settings
 from shared.tiles.grid import TileAddress
 from shared.tiles.stores import s3_store
-from tests.api.test_tiles_s3 import BUCKET, KEYS, s3_url  # noqa: F401 - s3_url
+from tests.api.test_tiles_s3 import BUCKET, s3_url  # noqa: F401 - s3_url
 from tests.checks import assert_error
 from tests.conftest import admin_client
 from tests.layers import RGB, configure, decode, reference, tile_url
-from tests.s3 import keys, raw
+from tests.s3 import KEYS, keys, raw
 
 #: the variants besides the 256 px PNG: URL suffix, media type, pixels a side, lossy
 VARIANTS = [

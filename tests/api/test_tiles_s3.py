@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import redis
 from botocore.stub import Stubber
-from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
@@ -23,10 +22,9 @@ from shared.tiles.stores import s3_store, tile_stores
 from tests.checks import assert_error
 from tests.conftest import admin_client, free_port
 from tests.layers import RGB, RGB_ID, decode, tile_url
-from tests.s3 import keys, moto_thread, raw
+from tests.s3 import KEYS, keys, moto_thread, raw
 
 BUCKET = "mapsvc-test-tiles"
-KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from api.app import create_app
@@ -25,7 +24,7 @@ from tests.checks import AUTH, assert_error
 from tests.conftest import UP_REDIS_URL, admin_client, worker_process
 from tests.jobs import job_lines, wait_running, wait_state
 from tests.layers import RGB, RGB_ID, configure
-from tests.s3 import keys, moto_thread, raw
+from tests.s3 import KEYS, keys, moto_thread, raw
 
 pytestmark = pytest.mark.worker
 
@@ -279,7 +278,6 @@ def test_a_cancelled_truncation_ends_at_once(
 # -- object storage ------------------------------------------------------------------------
 
 BUCKET = "mapsvc-test-truncate"
-KEYS = {"s3_access_key_id": SecretStr("testing"), "s3_secret_access_key": SecretStr("testing")}
 
 
 @pytest.fixture(scope="module")
