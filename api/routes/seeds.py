@@ -150,11 +150,12 @@ async def post_layer_pretile_resume(request: Request, query: ResumeQuery) -> Res
     store, ttl = svc.jobs.store, svc.settings.jobs.time_limit_s
     old = await run_in_threadpool(resumable, store, style, ttl, time.time())
     job_id = str(uuid.uuid4())
-    await run_in_threadpool(supersede, store, old, job_id)
     lock = PretileLock(store, style, ttl)
-    running = await run_in_threadpool(lock.acquire, job_id)
+    # the old run's lock first, in one step: a resume that loses a race ends nothing
+    running = await run_in_threadpool(lock.take_over, old.id, job_id)
     if running is not None:
         raise ConflictError(f"layer {style} is being pre-tiled by job {running}", job_id=running)
+    await run_in_threadpool(supersede, store, old, job_id)
     params = {**old.params, "resume_of": old.id}
     try:
         return await svc.jobs.reply(request, params, run_async=query.run_async, job_id=job_id)

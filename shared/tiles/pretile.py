@@ -549,6 +549,17 @@ class PretileLock:
             if self._swap(keys=[self.key], args=[holder, job_id, self.ttl_s]):
                 return None
 
+    def take_over(self, old: str, job_id: str) -> str | None:
+        """Give ``old``'s lock to ``job_id`` (the job resuming it), in one step; when ``old``
+        does not hold it, take it as :meth:`acquire` does.
+
+        Returns:
+            None when the lock is now ``job_id``'s; else the id of the job running the layer.
+        """
+        if self._swap(keys=[self.key], args=[old, job_id, self.ttl_s]):
+            return None
+        return self.acquire(job_id)
+
     def _running(self, holder: str) -> bool:
         record = self.store.get(holder)
         if record is None:

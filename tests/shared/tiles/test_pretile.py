@@ -258,3 +258,19 @@ def test_a_run_ended_before_its_start_frees_its_layer_and_place(client: redis.Re
     finally:
         client.delete(lock.key, f"mapsvc:job:{job_id}", f"mapsvc:job:{other}")
         client.zrem(RunSlots.KEY, job_id)
+
+
+def test_a_resume_takes_the_old_runs_lock_over_in_one_step(client: redis.Redis) -> None:
+    store = JobStore(client, Settings())
+    old, new, late = (str(uuid.uuid4()) for _ in range(3))
+    store.create(old, "pretile", {"style": "take-over-style"})  # running (no outcome)
+    lock = PretileLock(store, "take-over-style", 60)
+    try:
+        assert lock.acquire(old) is None
+        assert lock.acquire(new) == old  # a run going holds it
+        assert lock.take_over(old, new) is None
+        assert client.get(lock.key) == new
+        assert lock.take_over(old, late) == new  # the race lost: the winner named
+        assert client.get(lock.key) == new
+    finally:
+        client.delete(lock.key, f"mapsvc:job:{old}")
