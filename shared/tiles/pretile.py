@@ -352,7 +352,16 @@ class PretileCounters:
 
     def end(self) -> None:
         """Record the end of the run (its seconds and rate stop there)."""
-        self.client.hsetnx(self.key, "ended", repr(time.time()))
+        self.mark("ended")
+
+    def mark(self, name: str) -> bool:
+        """Mark the run with ``name`` (``queued``, ``too_many_failed``, ``ended``), at this
+        time; whether this call did (not an earlier one)."""
+        return bool(self.client.hsetnx(self.key, name, repr(time.time())))
+
+    def marked(self, name: str) -> bool:
+        """Whether the run is marked with ``name``."""
+        return bool(self.client.hexists(self.key, name))
 
     def run(self) -> dict[str, Any]:
         """The run's parameters, as :meth:`start` recorded them."""

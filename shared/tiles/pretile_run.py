@@ -204,7 +204,7 @@ class PretileRunner:
             count = count_chunks(area, plan)
             if not count or done >= plan["total"]:
                 self._lock(style).release(job.job_id)
-                return self._result(job.job_id)
+                return self._result(counters)
             report.line(
                 f"Chunks: {count} of up to {CHUNK * CHUNK} tiles, over every worker process"
             )
@@ -249,21 +249,17 @@ class PretileRunner:
             return
         if not self._slots().take(job_id):
             self._wait(job_id, counters)
-            send_next(
-                coverage if isinstance(coverage, dict) else list(coverage),
-                plan,
-                start,
-                sent_tiles,
-                _WAIT_S,
-            )
+            send_next(coverage, plan, start, sent_tiles, _WAIT_S)
             return
         area = Coverage.from_json(coverage)
         pending = chunks(area, plan, start)
         rate = job.max_tiles_per_s
         batch: list[Chunk] = []
+        batch_tiles = 0
         for chunk in pending:
             batch.append(chunk)
-            if len(batch) >= _SEND_BATCH or rate and sum(c.size for c in batch) >= rate * _PACE_S:
+            batch_tiles += chunk.size
+            if len(batch) >= _SEND_BATCH or rate and batch_tiles >= rate * _PACE_S:
                 break
         todo = [c for c, done in zip(batch, counters.done_chunks(batch), strict=True) if not done]
         for chunk in todo:
@@ -275,7 +271,7 @@ class PretileRunner:
 
     def _wait(self, job_id: str, counters: PretileCounters) -> None:
         """Say once that the run waits for a place (each step keeps the job alive)."""
-        if self.store.client.hsetnx(counters.key, "queued", repr(time.time())):
+        if counters.mark("queued"):
             JobReporter.of_running_job(self.store, job_id).line(
                 f"Queued: {self._slots().going()} runs going, at most {self.max_runs} at once"
                 " (MAPSVC_SEED_MAX_CONCURRENT_RUNS)"
@@ -330,7 +326,7 @@ class PretileRunner:
     def _end_early(self, job_id: str, counters: PretileCounters, failed: int) -> None:
         """Stop a run past its failed tiles: its chunks left count as cancelled, and its end
         fails it (:meth:`_end`)."""
-        if self.store.client.hsetnx(counters.key, "too_many_failed", str(failed)):
+        if counters.mark("too_many_failed"):
             log.warning("pretile %s: %d tiles failed, stopping the run", job_id, failed)
             self.store.request_cancel(job_id)
 
@@ -432,10 +428,12 @@ class PretileRunner:
                 job.style, job.lang, block, members, codec, scale, self.metatiling.buffer
             )
 
-    def _result(self, job_id: str) -> dict[str, Any]:
-        """The job's result: the run's summary, its failed tiles listed."""
-        counters = self._counters(job_id)
-        summary = counters.summary()
+    def _result(
+        self, counters: PretileCounters, summary: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The job's result: the run's summary (read now, unless given), its failed tiles
+        listed."""
+        summary = summary or counters.summary()
         hidden = ("done", "first_error", "remaining", "eta_s", "resumed_of")
         result = {k: v for k, v in summary.items() if k not in hidden}
         if summary["resumed_of"]:
@@ -468,7 +466,7 @@ class PretileRunner:
         counters = self._counters(job_id)
         counters.end()
         summary = counters.summary()
-        too_many = self.store.client.hget(counters.key, "too_many_failed") is not None
+        too_many = counters.marked("too_many_failed")
         if self.store.cancel_requested(job_id) and not too_many:
             self._free(job)
             report.fail(JobCancelledError("the job was cancelled"))
@@ -479,7 +477,7 @@ class PretileRunner:
             f"{summary['empty']} empty, {summary['failed']} failed,"
             f" in {summary['seconds']} s {report.elapsed_ms}ms",
         )
-        result = self._result(job_id)
+        result = self._result(counters, summary)
         self._free(job)
         if too_many:
             report.fail(
