@@ -4,6 +4,7 @@ make."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -33,6 +34,8 @@ from shared.redis_clients import sync_client
 from shared.settings import Settings
 
 __all__ = [
+    "PG_SERVER",
+    "add_pg_argument",
     "Deadline",
     "HttpConnection",
     "Server",
@@ -354,6 +357,13 @@ def wrk_rate(
 
 #: the only hosts of ``--pg`` and ``--redis``: a script drops databases and flushes Redis dbs
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: the PostgreSQL server a benchmark makes its database on (the URL names no database)
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+
+
+def add_pg_argument(parser: argparse.ArgumentParser) -> None:
+    """``--pg``: the PostgreSQL server of the benchmark (checked with :func:`check_loopback`)."""
+    parser.add_argument("--pg", default=PG_SERVER, help="server (no database)")
 
 
 def check_loopback(url: str, what: str) -> None:

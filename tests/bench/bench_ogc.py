@@ -49,6 +49,7 @@ from shared.redis_clients import sync_client
 from tests.bench._harness import (
     Deadline,
     WrkCase,
+    add_pg_argument,
     admin_key,
     auth_headers,
     check_flushable,
@@ -221,9 +222,7 @@ def main() -> int:
     parser.add_argument("--page", type=int, default=50, help="features per page (both)")
     parser.add_argument("--pages", type=int, default=4, help="pages of each layer, cycled")
     parser.add_argument("--cases", default="items,raster,vector", help="which to measure")
-    parser.add_argument(
-        "--pg", default="postgresql://postgres@127.0.0.1:5432", help="server (no database)"
-    )
+    add_pg_argument(parser)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/7", help="flushed first")
     parser.add_argument("--timeout-s", type=float, default=1800, help="bound of the whole run")
     args = parser.parse_args()

@@ -49,6 +49,7 @@ from shared.tiles.render import TileRenderer
 from shared.tiles.store import FileTileStore
 from shared.tiles.styles import read_style
 from tests.bench._harness import (
+    add_pg_argument,
     admin_key,
     check_loopback,
     configure_scene,
@@ -184,9 +185,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=8, help="metatile side, in tiles")
     parser.add_argument("--buffer", type=int, default=128, help="metatile buffer, in pixels")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/8", help="for the layer's job")
-    parser.add_argument(
-        "--pg", default="postgresql://postgres@127.0.0.1:5432", help="server (no database)"
-    )
+    add_pg_argument(parser)
     parser.add_argument("--keep", action="store_true", help="keep the temporary work dir")
     args = parser.parse_args()
     check_loopback(args.redis, "--redis")

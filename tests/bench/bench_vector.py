@@ -67,6 +67,7 @@ from tests.bench._harness import (
     Server,
     WrkCase,
     WrkResult,
+    add_pg_argument,
     admin_key,
     auth_headers,
     auth_lines,
@@ -886,9 +887,7 @@ def main() -> int:
     parser.add_argument(
         "--cases", default="countries,points,geojson", help="which of them to measure"
     )
-    parser.add_argument(
-        "--pg", default="postgresql://postgres@127.0.0.1:5432", help="server (no database)"
-    )
+    add_pg_argument(parser)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/7", help="flushed first")
     parser.add_argument(
         "--tipg-venv",

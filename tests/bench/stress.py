@@ -55,6 +55,7 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
+    add_pg_argument,
     admin_key,
     auth_headers,
     auth_lines,
@@ -517,9 +518,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--wrk-timeout-s", type=float, default=30.0, help="wrk's --timeout")
     parser.add_argument("--workers", type=int, default=2, help="render and worker processes")
     parser.add_argument("--api-workers", type=int, default=1, help="API processes")
-    parser.add_argument(
-        "--pg", default="postgresql://postgres@127.0.0.1:5432", help="server (no database)"
-    )
+    add_pg_argument(parser)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14", help="flushed first")
     parser.add_argument("--timeout-s", type=float, default=900, help="bound of the whole run")
     parser.add_argument("--keep", action="store_true", help="keep the work dir and the database")
