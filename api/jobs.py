@@ -124,14 +124,20 @@ SHOWN_PARAM_BYTES = 2048
 
 
 def _coverage_layers(value: Any) -> list[str]:
-    """The layers whose polygons are coverages in a parameter's value (``Coverage.to_json``)."""
+    """The layers whose polygons are coverages in a parameter's value (``Coverage.to_json``);
+    a coverage's own geometry is not walked."""
     if isinstance(value, dict):
-        own = (
-            [value["layer"]] if "geometry" in value and isinstance(value.get("layer"), str) else []
-        )
-        return own + [name for item in value.values() for name in _coverage_layers(item)]
+        if "geometry" in value:
+            layer = value.get("layer")
+            return [layer] if isinstance(layer, str) else []
+        return [name for item in value.values() for name in _coverage_layers(item)]
     if isinstance(value, list):
-        return [name for item in value for name in _coverage_layers(item)]
+        return [
+            name
+            for item in value
+            if isinstance(item, dict | list)
+            for name in _coverage_layers(item)
+        ]
     return []
 
 
