@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_atomic"]
+__all__ = ["atomic_path", "link_atomic", "write_atomic"]
 
 
 @contextlib.contextmanager
@@ -19,7 +19,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     has the final name.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = _temporary(final)
     try:
         yield tmp
         os.replace(tmp, final)
@@ -32,6 +32,46 @@ def atomic_path(final: Path) -> Iterator[Path]:
             leftover.unlink(missing_ok=True)
 
 
+def _temporary(final: Path) -> Path:
+    """A name beside ``final`` for a file on its way there."""
+    return final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def link_atomic(source: Path, final: Path, data: bytes) -> os.stat_result | None:
+    """``final`` made another name of the file ``source`` (a hard link under a temporary name,
+    then a rename; its folder made when missing) when that file holds ``data``: its status;
+    None, and nothing changed, when it cannot be (``source`` gone or replaced by other bytes
+    meanwhile, a file system without hard links).
+
+    Made for a tile cache's tiles of one colour: a link is a directory entry where a new file
+    is an inode too. What the link leads to is read back before the rename, so ``final`` never
+    holds bytes other than ``data``; the files of a cache are only ever replaced by a rename,
+    never written in place, so it stays so.
+    """
+    tmp = _temporary(final)
+    try:
+        try:
+            os.link(source, tmp)
+        except FileNotFoundError:
+            if not source.is_file():
+                return None
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.link(source, tmp)
+    except OSError:
+        return None
+    try:
+        with open(tmp, "rb") as f:
+            same = f.read(len(data) + 1) == data
+            status = os.fstat(f.fileno())
+        if same:
+            os.replace(tmp, final)
+            return status
+    except OSError:
+        pass
+    tmp.unlink(missing_ok=True)
+    return None
+
+
 def write_atomic(final: Path, data: str | bytes) -> os.stat_result:
     """Write ``data`` to ``final`` atomically (a temporary file beside it, then a rename): the
     file's status (its size and modification time, which the rename keeps).
@@ -40,7 +80,7 @@ def write_atomic(final: Path, data: str | bytes) -> os.stat_result:
     made only when it is missing; on an error the temporary file is removed.
     """
     raw = data.encode() if isinstance(data, str) else data
-    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = _temporary(final)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     try:
         fd = os.open(tmp, flags, 0o666)

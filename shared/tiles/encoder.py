@@ -1,16 +1,14 @@
 """From a drawn Mapnik image to the bytes of its tiles, a tile drawn alone or a metatile's.
 
 Encoding is most of a tile's time once Mapnik's cost per render is shared by a metatile's 64
-tiles, so it is cut down three ways, each giving the bytes Mapnik's own encoding would:
+tiles, so it is cut down three ways:
 
 - a tile of one colour (the open sea, nothing drawn, the inside of a country at the seeding
   zooms: half the tiles of the demo countries at zooms 0-5) is encoded once per format, size
   and colour in a process (:class:`SolidTiles`), and its bytes reused: the encoders are
   deterministic, so they are the bytes of encoding the tile itself;
-- a PNG tile is written by numpy and zlib (:func:`shared.tiles.png.png_avg`), byte for byte
-  what libpng writes under Mapnik's ``PNG_FORMAT`` in a third of its time (checked once per
-  process against Mapnik on an image of every kind of content: where the zlib of Python and
-  Mapnik's own would compress differently, Mapnik encodes, as before);
+- a PNG tile is written by numpy and zlib-ng (:func:`shared.tiles.png.png_avg`): the pixels and
+  row filter of Mapnik's ``PNG_FORMAT``, deflated faster and smaller than Mapnik's zlib does;
 - the image's pixels are read into numpy once, and each tile is a view of them (no copy per
   tile; a numpy comparison tells a tile of one colour).
 
@@ -20,17 +18,16 @@ WebP and JPEG tiles are Mapnik's encoding of a view of the image (JPEG's over
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from shared.mapnik_env import mapnik
-from shared.tiles.encoding import JPEG_BACKGROUND, PNG_FORMAT, PNG_LEVEL, Codec, gdal_encode
-from shared.tiles.png import Rendered, png_avg, png_avg_fits
+from shared.tiles.encoding import JPEG_BACKGROUND, PNG_FORMAT, Codec
+from shared.tiles.png import Rendered, png_avg
 
-__all__ = ["Cutter", "SolidTiles", "fast_png"]
+__all__ = ["Cutter", "SolidTiles"]
 
 #: one-colour tiles kept by a process (a few hundred bytes each): formats x sizes x colours
 _SOLID_TILES = 512
@@ -89,8 +86,9 @@ class Cutter:
         #: the pixels encoded, RGBA (rows, columns, 4), and as words
         self.pixels = drawn if self.flat is image else _rgba(self.flat)
         self.words = self.drawn if self.flat is image else _words(self.pixels)
-        # numpy and zlib write the PNG of unpremultiplied pixels (Mapnik's render leaves them so)
-        self.numpy_png = codec.options == PNG_FORMAT and not image.premultiplied() and fast_png()
+        # numpy and zlib-ng write the PNG of unpremultiplied pixels (Mapnik's render leaves
+        # them so; Mapnik encodes an image that is not)
+        self.numpy_png = codec.options == PNG_FORMAT and not image.premultiplied()
 
     def tile(self, x: int, y: int, width: int, height: int) -> Rendered:
         """The tile of the ``width`` x ``height`` pixels from column ``x``, row ``y``; empty
@@ -103,14 +101,15 @@ class Cutter:
             data = self.solid.get(key, lambda: self._encode(x, y, width, height))
         else:
             data = self._encode(x, y, width, height)
+        blank = solid and colour == 0
         if self.flat is not self.image:  # a JPEG's tile is blank by what was drawn
-            solid, colour = not self.drawn[y : y + height, x : x + width].any(), 0
-        return Rendered(data, not self.painted or (solid and colour == 0))
+            blank = not self.drawn[y : y + height, x : x + width].any()
+        return Rendered(data, not self.painted or blank, solid)
 
     def _encode(self, x: int, y: int, width: int, height: int) -> bytes:
         """The bytes of the tile's part of the flattened image."""
-        if self.numpy_png and png_avg_fits(width, height):
-            return png_avg(self.pixels[y : y + height, x : x + width], PNG_LEVEL)
+        if self.numpy_png:
+            return png_avg(self.pixels[y : y + height, x : x + width])
         data: bytes = _part(self.flat, x, y, width, height).to_string(self.codec.options)
         return data
 
@@ -139,20 +138,3 @@ def _flattened(image: Any) -> Any:
     background.fill(mapnik.Color(*JPEG_BACKGROUND))
     background.composite(image)
     return background
-
-
-@functools.cache
-def fast_png() -> bool:
-    """Whether :func:`png_avg` writes the bytes Mapnik writes for ``PNG_FORMAT`` in this
-    process (the zlib Python links and Mapnik's own compress alike), checked on an image of
-    gradients, noise, a transparent band and half-transparent pixels, in several IDAT chunks."""
-    rows, columns = np.mgrid[0:256, 0:256].astype(np.uint8)
-    pixels = np.stack([columns, rows, columns ^ rows, np.full_like(rows, 255)], axis=-1)
-    pixels[64:128] = np.random.default_rng(0).integers(0, 256, (64, 256, 4), dtype=np.uint8)
-    pixels[128:160] = 0
-    pixels[160:200, ::3, 3] = 128
-    # the pixels into Mapnik through GDAL's PNG (lossless, and no code of ours)
-    image = mapnik.Image.from_buffer(gdal_encode("PNG", pixels.transpose(2, 0, 1).copy()))
-    if not np.array_equal(_rgba(image), pixels):
-        return False
-    return bool(image.to_string(PNG_FORMAT) == png_avg(pixels, PNG_LEVEL))

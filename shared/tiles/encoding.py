@@ -27,7 +27,6 @@ __all__ = [
     "JPEG_BACKGROUND",
     "PNG_CODEC",
     "PNG_FORMAT",
-    "PNG_LEVEL",
     "WEBP_LOSSLESS_FORMAT",
     "Codec",
     "Encoding",
@@ -35,13 +34,12 @@ __all__ = [
     "gdal_encode",
 ]
 
-#: zlib's level of PNG tiles
-PNG_LEVEL = 1
 #: Full-colour PNG (a palette would change the pixels of imagery), zlib level 1 with the
 #: "average" row filter: measured on the Landsat tiles, 2.8x faster to encode than Mapnik's
-#: default PNG settings (9 ms instead of 25 ms a tile) and 15% smaller. Tiles are written in
-#: these bytes by numpy and zlib (:func:`shared.tiles.png.png_avg`), faster still.
-PNG_FORMAT = f"png32:z={PNG_LEVEL}:f=avg"
+#: default PNG settings (9 ms instead of 25 ms a tile) and 15% smaller. Tiles are written with
+#: this filter by numpy and zlib-ng (:func:`shared.tiles.png.png_avg`), faster and smaller still;
+#: Mapnik encodes so only an image it left premultiplied.
+PNG_FORMAT = "png32:z=1:f=avg"
 #: Lossless WebP (the pixels of the PNG) at libwebp's effort 1 of 0-6 (``method``); for lossless
 #: WebP ``quality`` is effort too, and 0 costs nothing in size here.
 WEBP_LOSSLESS_FORMAT = "webp:lossless=1:method=1:quality=0"

@@ -163,10 +163,11 @@ class S3TileStore:
         data = self.get(key)
         return None if data is None else StoredTile(data, etag_of(data))
 
-    def put(self, key: str, data: bytes) -> str:
+    def put(self, key: str, data: bytes, like: str | None = None) -> str:
         """Store a tile in one PutObject: readers see the whole object or none; its ETag.
 
-        The object's ``Content-Type`` is its format's (from the key's extension).
+        The object's ``Content-Type`` is its format's (from the key's extension). ``like`` is
+        not used: objects have no links, each tile's bytes are sent.
 
         Raises:
             InvalidInputError: the key does not end with a tile format's extension.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from shared.raster.files import write_atomic
+from shared.raster.files import link_atomic, write_atomic
 from shared.tiles.formats import PNG_TILE, TileFormat, TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
@@ -67,8 +67,12 @@ class TileStore(Protocol):
     def read(self, key: str) -> StoredTile | None:
         """The tile stored under ``key`` with its ETag, or None."""
 
-    def put(self, key: str, data: bytes) -> str:
-        """Store a tile; a reader sees the whole tile or none. Its ETag."""
+    def put(self, key: str, data: bytes, like: str | None = None) -> str:
+        """Store a tile; a reader sees the whole tile or none. Its ETag.
+
+        ``like``: the key of a tile just stored with the same bytes (a tile of one colour): a
+        store that can may make ``key`` another name of it instead of writing the bytes again.
+        """
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""
@@ -109,9 +113,19 @@ class FileTileStore:
         except FileNotFoundError:
             return None
 
-    def put(self, key: str, data: bytes) -> str:
-        """Store a tile (temporary file, then rename); the ETag nginx gives its file."""
-        return file_etag(write_atomic(self._path(key), data))
+    def put(self, key: str, data: bytes, like: str | None = None) -> str:
+        """Store a tile (temporary file, then rename); the ETag nginx gives its file.
+
+        With ``like``, the tile's file is a hard link to the file of ``like`` when it still holds
+        ``data`` (as MapProxy's ``link_single_color_images``, with symbolic links, saves a file
+        per tile of the sea).
+        Both then share a modification time, that of ``like``'s writing, moments before.
+        """
+        path = self._path(key)
+        status = None if like is None else link_atomic(self._path(like), path, data)
+        if status is None:
+            status = write_atomic(path, data)
+        return file_etag(status)
 
     def exists(self, key: str) -> bool:
         """Whether a tile is stored under ``key``."""

@@ -1,4 +1,4 @@
-"""Atomic writes: a file appears whole under its name, or not at all."""
+"""Atomic writes and links: a file appears whole under its name, or not at all."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.raster.files import atomic_path, write_atomic
+from shared.raster.files import atomic_path, link_atomic, write_atomic
 
 
 def test_a_file_is_written_whole_under_its_name_its_folder_made(tmp_path: Path) -> None:
@@ -70,3 +70,42 @@ def test_an_error_leaves_the_old_file_and_no_temporary_or_sidecar(tmp_path: Path
 
     assert final.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.tif"]
+
+
+def test_a_link_is_another_name_of_the_file_that_holds_the_bytes(tmp_path: Path) -> None:
+    source, final = tmp_path / "1.png", tmp_path / "2.png"
+    written = write_atomic(source, b"sea")
+    final.write_bytes(b"old")  # a tile drawn again: the link takes its name
+
+    status = link_atomic(source, final, b"sea")
+
+    assert status is not None
+    assert final.read_bytes() == b"sea"
+    assert final.stat().st_ino == source.stat().st_ino == status.st_ino
+    assert (status.st_nlink, status.st_mtime_ns) == (2, written.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png", "2.png"]
+
+
+def test_no_link_to_a_file_replaced_by_other_bytes_or_gone(tmp_path: Path) -> None:
+    source, final = tmp_path / "1.png", tmp_path / "2.png"
+    final.write_bytes(b"old")
+    write_atomic(source, b"land")  # drawn again meanwhile, as another colour
+
+    assert link_atomic(source, final, b"sea") is None
+    assert link_atomic(source, final, b"lan") is None  # its beginning is not enough
+    assert link_atomic(tmp_path / "gone.png", final, b"sea") is None
+
+    assert final.read_bytes() == b"old"
+    assert source.stat().st_nlink == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png", "2.png"]
+
+
+def test_a_link_makes_its_folder_but_not_for_a_file_gone(tmp_path: Path) -> None:
+    source = tmp_path / "5" / "1.png"
+    write_atomic(source, b"sea")
+
+    assert link_atomic(source, tmp_path / "6" / "1.png", b"sea") is not None
+    assert link_atomic(tmp_path / "5" / "0.png", tmp_path / "7" / "1.png", b"sea") is None
+
+    assert (tmp_path / "6" / "1.png").stat().st_ino == source.stat().st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["5", "6"]

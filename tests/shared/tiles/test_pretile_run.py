@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from shared.tiles.metatile import Metatile
 from shared.tiles.png import Rendered
 from shared.tiles.pretile import Chunk
 from shared.tiles.pretile_run import PretileJob, PretileRunner
-from shared.tiles.store import StoredTile, tile_key
+from shared.tiles.store import FileTileStore, StoredTile, tile_key
 
 CHUNK = Chunk(10, 4, 6, 5, 7)  # 2 x 2 tiles
 
@@ -63,11 +64,23 @@ class FakeRenderer:
         return Rendered(f"{style}/{lang}/{tile.z}/{tile.x}/{tile.y}".encode(), tile.x == 5)
 
 
+class SeaRenderer(FakeRenderer):
+    """Tiles of even rows are the sea: one colour, the same bytes."""
+
+    def render_tile(
+        self, style: str, lang: str, tile: TileAddress, codec: Codec, scale: int = 1
+    ) -> Rendered:
+        if tile.y % 2 == 0:
+            return Rendered(b"sea", True, True)
+        return super().render_tile(style, lang, tile, codec, scale)
+
+
 class FakeStore:
     """Tiles in a dict, written from another thread than the caller's; ``fail`` raises."""
 
     def __init__(self, fail: dict[str, Exception] | None = None) -> None:
         self.tiles: dict[str, bytes] = {}
+        self.likes: dict[str, str | None] = {}
         self.fail = fail or {}
         self.threads: set[str] = set()
         self.written: dict[str, float] = {}
@@ -79,7 +92,8 @@ class FakeStore:
         data = self.tiles.get(key)
         return None if data is None else StoredTile(data, f'"{len(data)}"')
 
-    def put(self, key: str, data: bytes) -> str:
+    def put(self, key: str, data: bytes, like: str | None = None) -> str:
+        self.likes[key] = like
         self.threads.add(threading.current_thread().name)
         if key in self.fail:
             raise self.fail[key]
@@ -98,7 +112,7 @@ class FakeStore:
 
 def run(
     renderer: FakeRenderer,
-    store: FakeStore,
+    store: FakeStore | FileTileStore,
     refresh: bool = True,
     chunk: Chunk = CHUNK,
     refresh_before: float | None = None,
@@ -327,3 +341,41 @@ def test_a_failed_metatile_stores_none_of_its_tiles_and_stops_the_chunk() -> Non
     # the first block (columns 8-11) is stored whole, the failed one (12-15) not at all
     assert sorted(store.tiles) == sorted(key(t) for t in Metatile(10, 8, 16, 11, 19).tiles())
     assert counts["rendered"] == 16
+
+
+# -- tiles of one colour: stored like the chunk's first tile of the same bytes -------------
+
+
+def test_a_tile_of_one_colour_is_stored_like_the_chunks_first_of_its_bytes() -> None:
+    store = FakeStore()
+
+    error, counts = run(SeaRenderer(size=8), store, chunk=BIG)
+
+    assert error is None
+    assert counts["rendered"] == 64
+    sea = [key(t) for t in BIG.tiles() if t.y % 2 == 0]
+    assert store.likes == {
+        key(t): None if t.y % 2 or key(t) == sea[0] else sea[0] for t in BIG.tiles()
+    }
+    assert all(store.tiles[k] == b"sea" for k in sea)
+
+
+def test_in_a_file_cache_the_sea_is_one_file_of_many_names(tmp_path: Path) -> None:
+    store = FileTileStore(tmp_path)
+    (tmp_path / key(TileAddress(10, 8, 16))).parent.mkdir(parents=True)
+    (tmp_path / key(TileAddress(10, 8, 16))).write_bytes(b"old")  # drawn again: replaced
+
+    error, counts = run(SeaRenderer(size=8), store, chunk=BIG)
+
+    assert error is None
+    assert counts == {"rendered": 64, "skipped": 0, "empty": 32, "cancelled": 0}
+    inodes: dict[bytes, set[int]] = {}
+    for tile in BIG.tiles():
+        path = tmp_path / key(tile)
+        data = path.read_bytes()
+        inodes.setdefault(data, set()).add(path.stat().st_ino)
+    assert inodes.pop(b"sea") == {(tmp_path / key(TileAddress(10, 8, 16))).stat().st_ino}
+    assert (tmp_path / key(TileAddress(10, 8, 16))).stat().st_nlink == 32
+    assert len(inodes) == 32  # the other tiles: a file each
+    assert all(len(i) == 1 for i in inodes.values())
+    assert not list(tmp_path.rglob(".*"))  # no temporary left
