@@ -15,6 +15,7 @@ from celery.signals import (
 
 from shared import metrics
 from shared.logs import configure_logging
+from shared.memory import keep_image_memory
 from shared.priority import lower_priority, lower_session_priority
 from shared.queues import celery_config
 from shared.settings import Settings
@@ -65,6 +66,12 @@ def _yield_as_a_session(**_: Any) -> None:
 def _yield_cpu(**_: Any) -> None:
     # bulk work yields the CPU to the tiles users wait for (docs/seeding.md "Priorities")
     lower_priority(settings.jobs.worker_nice)
+
+
+@worker_process_init.connect
+def _keep_image_memory(**_: Any) -> None:
+    # metatiles are drawn and freed once per chunk: their memory is kept for the next
+    keep_image_memory()
 
 
 @worker_process_init.connect

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import UnavailableError
+from shared.memory import keep_image_memory
 from shared.metrics import RENDER_QUEUE
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea
@@ -41,6 +42,7 @@ def _start(mapnik_dir: str, tile_size: int) -> None:
     # renders yield the CPU to the API's event loop: a flood of big renders never keeps the
     # process that answers requests (tiles from the cache, 503s, /ready) from running
     os.nice(_NICE)
+    keep_image_memory()  # each render's image and pixels: the same memory, not fresh pages
     # only render processes import Mapnik (through shared.tiles.render)
     from shared.tiles.render import TileRenderer
 

@@ -17,9 +17,10 @@ rendered and stored by the pre-tiling runner's own code (``PretileRunner._render
 file tile cache, ``nocache``), once drawing each chunk as metatiles (``MAPSVC_METATILE_SIZE``
 8, buffer 128 px, none for the raster) and once tile by tile (size 1: ``render_tile`` per tile,
 what a seed with ``MAPSVC_METATILE_SIZE=1`` does); every run stores every planned tile
-(checked). Each pass starts cold: a cache folder of its own, and no tile of one colour kept
-encoded from the pass before (both modes reuse those within a pass, as a worker does). The
-queue, Redis counters and worker processes around a chunk are left out here.
+(checked), in this process, its memory held as a worker process holds it (``shared/memory.py``).
+Each pass starts cold: a cache folder of its own, and no tile of one colour kept encoded from
+the pass before (both modes reuse those within a pass, as a worker does). The queue, Redis
+counters and worker processes around a chunk are left out here.
 
 **A real run.** The API and a worker (``-c`` one process per CPU) run as real processes on a
 flushed Redis db; a pre-tiling run of the PostGIS countries over the world, zooms 0-7 (21,845
@@ -63,6 +64,7 @@ import httpx
 from sqlalchemy import create_engine
 
 from shared.demo import COUNTRIES_TABLE, DEMO_DATA, load_countries
+from shared.memory import keep_image_memory
 from shared.redis_clients import sync_client
 from shared.tiles.metatile import Metatiling
 from shared.tiles.pretile import Chunk, chunks, plan_pretile
@@ -367,6 +369,7 @@ def main() -> int:
     pg = args.pg.rstrip("/")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
+    keep_image_memory()  # as a worker process does (shared/memory.py)
     deadline = Deadline(args.timeout_s)
     work = Path(tempfile.mkdtemp(prefix="mapsvc-bench-seed-", dir=args.work_base))
     redis = sync_client(args.redis)
