@@ -60,7 +60,8 @@ def link_atomic(source: Path, final: Path, data: bytes) -> os.stat_result | None
     except OSError:
         return None
     try:
-        with open(tmp, "rb") as f:
+        # never through a symbolic link (a link to one is one): the name would lead elsewhere
+        with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             same = f.read(len(data) + 1) == data
             status = os.fstat(f.fileno())
         if same:

@@ -109,3 +109,15 @@ def test_a_link_makes_its_folder_but_not_for_a_file_gone(tmp_path: Path) -> None
 
     assert (tmp_path / "6" / "1.png").stat().st_ino == source.stat().st_ino
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5", "6"]
+
+
+def test_no_link_to_a_symbolic_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"sea")
+    source, final = tmp_path / "1.png", tmp_path / "2.png"
+    source.symlink_to(outside)  # put in the cache's place by someone else
+
+    assert link_atomic(source, final, b"sea") is None
+
+    assert not final.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png", "outside.png"]
