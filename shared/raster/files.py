@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,21 +52,25 @@ def link_atomic(source: Path, final: Path, data: bytes) -> os.stat_result | None
     tmp = _temporary(final)
     try:
         try:
-            os.link(source, tmp)
+            os.link(source, tmp, follow_symlinks=False)
         except FileNotFoundError:
             if not source.is_file():
                 return None
             final.parent.mkdir(parents=True, exist_ok=True)
-            os.link(source, tmp)
+            os.link(source, tmp, follow_symlinks=False)
     except OSError:
         return None
     try:
-        # never through a symbolic link (a link to one is one): the name would lead elsewhere
-        with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
-            same = f.read(len(data) + 1) == data
-            status = os.fstat(f.fileno())
+        # a regular file, never through a symbolic link (a link to one is one: the name would
+        # lead elsewhere), nor a FIFO's wait for a writer
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(fd, "rb") as f:
+            status = os.fstat(fd)
+            same = stat.S_ISREG(status.st_mode) and f.read(len(data) + 1) == data
         if same:
             os.replace(tmp, final)
+            # a rename onto another name of the same file does nothing: the name is left
+            tmp.unlink(missing_ok=True)
             return status
     except OSError:
         pass

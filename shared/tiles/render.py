@@ -18,14 +18,13 @@ from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
 from shared.tiles.encoder import Cutter, SolidTiles
-from shared.tiles.encoding import PNG_CODEC, PNG_FORMAT, Codec
+from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.metatile import Metatile
 from shared.tiles.png import Rendered
 from shared.tiles.styles import LANG_TOKEN, style_path
 
-# PNG_FORMAT stays importable from here: the tile benchmark encodes as the renderer does
-__all__ = ["PNG_FORMAT", "TileRenderer"]
+__all__ = ["TileRenderer"]
 
 #: the parameter of a style's ``<Parameters>`` that sets the side of its metatiles
 _METATILE_PARAMETER = "metatile"

@@ -20,7 +20,7 @@ Redis and PostgreSQL must be running (``bash deploy/services.sh``). In one run, 
 - throughput (``wrk``, one thread, the same connections for both servers, so that the client is
   not the limit): passes over the tiles interleaved between TiTiler and mapsvc with
   ``nocache=1`` (rendered, nothing stored), each round followed by one process rendering the
-  same tiles from the layer's Mapnik XML in a bare loop, encoded with the service's PNG options;
+  same tiles from the layer's Mapnik XML in a bare loop, encoded by the service's own encoder;
   then cached tiles;
 - pre-tiling: the same job (``nocache=1``) with a worker of one process and a worker of N
   processes (the worker is restarted between them; runs alternate).
@@ -478,22 +478,20 @@ def cached_tiles(cache_dir: Path) -> list[morecantile.Tile]:
     return sorted(tiles, key=lambda t: (t.z, t.x, t.y))
 
 
-def png_format() -> str:
-    """The service's PNG options, so that the loop and the service encode alike."""
-    from shared.tiles.render import PNG_FORMAT
-
-    return PNG_FORMAT
-
-
 def mapnik_loop(xml: Path, tiles: Sequence[morecantile.Tile], deadline: Deadline) -> float:
-    """Seconds one process takes to render ``tiles`` one by one from the layer's XML, as PNG.
+    """Seconds one process takes to render ``tiles`` one by one from the layer's XML, as PNG
+    encoded by the service's encoder (a tile of one colour encoded once, as in a render process).
 
     The map is loaded and a few tiles rendered first, untimed (a render process has done both
     before its first request).
     """
     from shared.mapnik_env import mapnik  # mapnik only through here: it breaks PROJ otherwise
+    from shared.memory import keep_image_memory
+    from shared.tiles.encoder import Cutter, SolidTiles
+    from shared.tiles.encoding import PNG_CODEC
 
-    fmt = png_format()
+    keep_image_memory()  # as a render process does (shared/memory.py)
+    solid = SolidTiles()  # a render process's, kept from tile to tile
     m = mapnik.Map(256, 256)
     mapnik.load_map_from_string(
         m, xml.read_text().replace(LANG_TOKEN, "en"), False, str(xml.parent) + os.sep
@@ -504,7 +502,7 @@ def mapnik_loop(xml: Path, tiles: Sequence[morecantile.Tile], deadline: Deadline
         m.zoom_to_box(mapnik.Box2d(b.left, b.bottom, b.right, b.top))
         image = mapnik.Image(256, 256)
         mapnik.render(m, image)
-        image.to_string(fmt)
+        Cutter(image, PNG_CODEC, solid).tile(0, 0, 256, 256)  # encoded as the service does
 
     for tile in tiles[:16]:
         render(tile)
@@ -821,7 +819,8 @@ def main() -> int:  # noqa: C901 - one run, step by step
             print(
                 f"throughput: wrk -t1 -c{args.concurrency} -d{args.seconds}s over the tiles"
                 " (shuffled), TiTiler and mapsvc nocache=1 in turn, then the bare Mapnik loop"
-                f" over the same tiles from {xml.relative_to(work)} as {png_format()!r} ..."
+                f" over the same tiles from {xml.relative_to(work)}, encoded as the service"
+                " does ..."
             )
             peer_case, ours_case = (
                 WrkCase("TiTiler uncached"),

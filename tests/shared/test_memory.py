@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 
@@ -44,7 +45,10 @@ def faults(mode: str) -> int:
     return int(out.stdout)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc, /proc")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="glibc's malloc, /proc",
+)
 def test_a_metatiles_memory_is_reused_instead_of_faulted_in_again() -> None:
     image_pages = 2304 * 2304 * 4 // 4096  # of one metatile's image
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,25 @@ def test_no_link_to_a_symbolic_link(tmp_path: Path) -> None:
 
     assert not final.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png", "outside.png"]
+
+
+def test_a_link_made_again_leaves_no_temporary(tmp_path: Path) -> None:
+    source, final = tmp_path / "1.png", tmp_path / "2.png"
+    write_atomic(source, b"sea")
+
+    first = link_atomic(source, final, b"sea")
+    again = link_atomic(source, final, b"sea")  # two runs of one chunk, say
+
+    assert first is not None
+    assert again is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png", "2.png"]
+    assert source.stat().st_nlink == 2
+
+
+def test_no_link_to_a_fifo_and_no_wait_for_its_writer(tmp_path: Path) -> None:
+    source, final = tmp_path / "1.png", tmp_path / "2.png"
+    os.mkfifo(source)
+
+    assert link_atomic(source, final, b"sea") is None  # at once: never opened for reading
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.png"]

@@ -301,7 +301,7 @@ def test_a_seeded_tile_has_the_bytes_of_the_tile_drawn_alone_wherever_their_pixe
     countries: TileRenderer, codec: Codec
 ) -> None:
     # the encoding is the same code both ways (a tile of one colour encoded once and reused,
-    # PNG written by numpy and zlib): the same pixels give the same bytes, so a client that
+    # PNG written by numpy and zlib-ng): the same pixels give the same bytes, so a client that
     # had a tile on demand and gets it seeded sees no change where the pixels are the same
     same = 0
     for block in (LABELLED_BLOCK, Metatile(5, 0, 24, 7, 31)):  # Europe; the sea, Antarctica
