@@ -274,7 +274,13 @@ def parse(
         InvalidInputError: a value the model refuses, or a setting's bound exceeded (400,
             ``detail.parameter`` names it).
     """
-    data = {name: value for name, value in query.items() if value != ""}
+    data: dict[str, Any] = {name: value for name, value in query.items() if value != ""}
+    getlist = getattr(query, "getlist", None)
+    for name in _lists(model):  # a repeatable parameter: every value, in order
+        values = getlist(name) if getlist is not None else [query.get(name, "")]
+        data.pop(name, None)
+        if given := [value for value in values if value != ""]:
+            data[name] = given
     data.update(path)
     try:
         parsed = model.model_validate(data, context={"settings": settings})
@@ -288,6 +294,16 @@ def parse(
                 f"{name} must be {_range(lo, most)}", parameter=name, value=value
             )
     return parsed
+
+
+@functools.cache
+def _lists(model: type[BaseModel]) -> tuple[str, ...]:
+    """The repeatable parameters of ``model`` (its fields that hold a list)."""
+    return tuple(
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if "list[" in str(field.annotation)
+    )
 
 
 def _attribute(model: type[BaseModel], name: str) -> str:

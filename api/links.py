@@ -110,7 +110,11 @@ def keyed_link(request: Request, rel: str, path: str, media: str, title: str) ->
 
 
 def tile_template(
-    request: Request, path: str, query: BaseModel | None = None, carried: Iterable[str] = ()
+    request: Request,
+    path: str,
+    query: BaseModel | None = None,
+    carried: Iterable[str] = (),
+    params: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The absolute URL template of the tiles at ``path`` (``{z}/{x}/{y}`` kept), for a
     TileJSON: each tile asked through it is asked as the TileJSON was (:func:`keyed_url`).
@@ -121,8 +125,8 @@ def tile_template(
         query: the TileJSON's parsed parameters.
         carried: the parameters of ``query`` that shape the tiles (``props``, ``filter``):
             those given are carried, as parsed; nothing else of the request is.
+        params: more parameters carried, as they are (a raster's canonical rendering).
     """
     given = ((name, getattr(query, name)) for name in carried)
-    return keyed_url(
-        request, path, [(name, str(value)) for name, value in given if value is not None]
-    )
+    pairs = [(name, str(value)) for name, value in given if value is not None]
+    return keyed_url(request, path, [*pairs, *params])

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,33 +15,15 @@ from api.fields import Flag, JobQuery, Query, RasterId, Text, raster_id
 from api.links import api_prefix
 from api.openapi.answers import json_body
 from api.openapi.models import CompressResult, RasterConfig, RasterInfo, RasterListing, RasterStat
+from api.rendering import RenderQuery, Resampling
 from api.services import services
 from shared.raster.layer import locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
-from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling, parse_resampling
 
 __all__ = ["ENDPOINTS"]
 
 _NOCACHE = "1: bypass the cache and compute afresh"
-
-
-def _resampling_name(text: str) -> str:
-    return parse_resampling(text).value  # refused unless a method's name (400)
-
-
-#: a resampling method by name (``nearest``, ``bilinear``, ``cubic``)
-Resampling = Annotated[
-    str,
-    AfterValidator(_resampling_name),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "enum": [r.value for r in LayerResampling],
-            "default": DEFAULT_RESAMPLING.value,
-        }
-    ),
-]
 
 
 class ListingQuery(Query):
@@ -58,8 +39,9 @@ class ListingQuery(Query):
     nocache: Flag = Field(False, description=_NOCACHE)
 
 
-class ConfigQuery(JobQuery):
-    """The raster to configure as a layer, and how it is drawn."""
+class ConfigQuery(JobQuery, RenderQuery):
+    """The raster to configure as a layer, and how it is drawn (TiTiler's rendering
+    parameters: they become the layer's own rendering)."""
 
     path: str = Text(
         MAX_PATH_BYTES,
@@ -72,7 +54,8 @@ class ConfigQuery(JobQuery):
         description="How the layer's pixels are interpolated when drawn, and how its previews"
         " and overviews are reduced: `nearest` keeps the source's own values (classes, indices,"
         " sharp pixels), `bilinear` and `cubic` blend them (imagery); a configuration made with"
-        " another one is rebuilt",
+        " another one is rebuilt. Absent: as configured last, else `nearest` for a raster with"
+        " a colour table and `bilinear` for any other",
     )
     nocache: Flag = Field(False, description=_NOCACHE)
 
@@ -138,10 +121,13 @@ async def get_raster_list(request: Request, query: ListingQuery) -> JSONResponse
 async def get_raster_config(request: Request, query: ConfigQuery) -> Response:
     """Configure the raster at a path as a layer (spec 4.4, 2.2).
 
-    A job; drawn with ``resampling`` (absent: as it was configured last, else bilinear).
+    A job; drawn with ``resampling`` (absent: as it was configured last, else bilinear; nearest
+    for a raster with a colour table), and with the rendering parameters given (absent: as it
+    was configured last, else the raster's default drawing).
     """
     svc = services(request)
     settings = svc.settings
+    rendering = query.rendering()
     where = await run_in_threadpool(
         locate_layer, settings.work_dir, query.path, rasters=svc.rasters
     )
@@ -151,6 +137,7 @@ async def get_raster_config(request: Request, query: ConfigQuery) -> Response:
         "url_prefix": api_prefix(request),
         "refresh": query.nocache,
         "resampling": query.resampling,
+        "rendering": None if rendering.empty else rendering.to_json(),
     }
     return await svc.jobs.reply(request, params, run_async=query.run_async, dedup=True)
 

@@ -38,10 +38,12 @@ from api.openapi.models import (
     TileDebug,
     ref,
 )
+from api.rendering import RenderQuery, rendering_pairs
 from api.services import services
 from shared.errors import ConflictError, InvalidInputError
 from shared.params import Bbox, parse_bbox, parse_time_or_age
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
+from shared.raster.rendering import Rendering
 from shared.tiles.coverage import Coverage
 from shared.tiles.encoding import Encoding
 from shared.tiles.formats import (
@@ -72,8 +74,9 @@ _ROW_PATTERN = rf"^[0-9]{{1,8}}({RETINA})?$"
 _READ = Rule("reader", layers=("style",), public=True)
 
 
-class TileQuery(Query):
-    """A tile of a layer (the path), or a BBOX render of it (the query)."""
+class TileQuery(RenderQuery):
+    """A tile of a layer (the path), or a BBOX render of it (the query); a raster layer drawn
+    with TiTiler's rendering parameters when given."""
 
     style: str = style_id()
     lang: Lang = Field("", description="Label language (a configured language tag)")
@@ -146,9 +149,10 @@ class StyleQuery(Query):
     style: str = style_id()
 
 
-class TileJsonQuery(StyleQuery):
+class TileJsonQuery(StyleQuery, RenderQuery):
     """A layer's TileJSON: the language, format and scale of the tiles it points at (the
-    format's and scale's names are TiTiler's)."""
+    format's and scale's names are TiTiler's), and the rendering parameters its tile URLs
+    carry."""
 
     lang: Lang = Field("", description="Label language of the tiles (a configured language tag)")
     tile_format: Literal["png", "webp", "jpg", "jpeg"] = Field(
@@ -226,6 +230,7 @@ async def render_box(
     area: RenderArea,
     variant: TileVariant,
     names: tuple[str, str] = ("width", "height"),
+    rendering: Rendering | None = None,
 ) -> bytes:
     """A render of ``area`` (its size at scale 1: twice each side for ``@2x``) in ``variant``,
     within ``MAPSVC_TILE_MAX_SIZE`` a side and ``MAPSVC_RENDER_MAX_PIXELS``; ``names``: the
@@ -248,7 +253,8 @@ async def render_box(
     svc.tiles.style(style)  # 404 for an unknown style
     scaled = RenderArea(area.bbox, width, height, area.srs, variant.scale)
     codec = Encoding.from_settings(tiles).codec(variant.format)
-    return (await svc.tiles.pool.render(style, lang, scaled, codec)).data
+    drawn = rendering if rendering is not None and not rendering.empty else None
+    return (await svc.tiles.pool.render(style, lang, scaled, codec, drawn)).data
 
 
 async def _bbox_render(
@@ -256,7 +262,8 @@ async def _bbox_render(
 ) -> Response:
     """A render of ``bbox``, ``width`` x ``height`` pixels (twice each for ``@2x``)."""
     area = RenderArea(bbox, query.width, query.height, query.render_srs.lower())
-    data = await render_box(request, query.style, query.lang, area, variant)
+    rendering = query.rendering()
+    data = await render_box(request, query.style, query.lang, area, variant, rendering=rendering)
     max_age = services(request).settings.tiles.max_age_s
     return image_response(request, data, variant.format, "MISS", max_age, etag_of(data))
 
@@ -277,7 +284,14 @@ async def get_tile(request: Request, query: TileQuery) -> Response:
         bbound = services(request).tiles.bbound(style, tile)
         return JSONResponse({"bbound": bbound, "cmd": shlex.join(argv)})
     return await tile_image(
-        request, style, lang, tile, variant, is_s3=query.is_s3, refresh=query.nocache
+        request,
+        style,
+        lang,
+        tile,
+        variant,
+        is_s3=query.is_s3,
+        refresh=query.nocache,
+        rendering=query.rendering(services(request).tiles.style(style).band_count),
     )
 
 
@@ -290,9 +304,11 @@ async def tile_image(
     *,
     is_s3: bool = False,
     refresh: bool = False,
+    rendering: Rendering | None = None,
 ) -> Response:
     """The answer of every raster tile route: the tile from the cache (rendered and stored on a
-    miss), its ``ETag`` the stored file's, ``X-Cache``, ``X-Tile-Empty`` for an empty tile."""
+    miss), its ``ETag`` the stored file's, ``X-Cache``, ``X-Tile-Empty`` for an empty tile;
+    drawn with ``rendering`` (cached apart) when given."""
     svc = services(request)
     tiles = svc.settings.tiles
     result = await svc.tiles.tile(
@@ -303,6 +319,7 @@ async def tile_image(
         refresh=refresh,
         variant=variant,
         encoding=Encoding.from_settings(tiles),
+        rendering=rendering,
     )
     response = image_response(
         request, result.data, variant.format, result.cache, tiles.max_age_s, result.etag
@@ -324,13 +341,15 @@ async def get_tile_access(request: Request, query: StyleQuery) -> Response:
     return Response(status_code=204, headers={"X-Principal": principal_of(request).id})
 
 
-def _tilejson(info: StyleInfo, tiles: str) -> dict[str, Any]:
+def _tilejson(info: StyleInfo, tiles: str, rendering: Rendering | None = None) -> dict[str, Any]:
     """A raster layer as TileJSON 3.0.0, its tiles at the URL template ``tiles``.
 
     ``maxzoom`` is the layer's own (:attr:`StyleInfo.maxzoom`); the tile routes still draw
-    every zoom up to ``MAX_ZOOM``.
+    every zoom up to ``MAX_ZOOM``. ``rendering`` is how the tiles are drawn: the parameters
+    asked, else the layer's own (null: as imagery); ``statistics`` those of its bands.
     """
     w, s, e, n = info.footprint
+    asked = rendering.to_json() if rendering is not None and not rendering.empty else None
     return {
         "tilejson": "3.0.0",
         "id": info.style,
@@ -341,6 +360,8 @@ def _tilejson(info: StyleInfo, tiles: str) -> dict[str, Any]:
         "maxzoom": info.maxzoom,
         "scheme": "xyz",
         "tiles": [tiles],
+        "rendering": asked or info.rendering,
+        "statistics": info.statistics,
     }
 
 
@@ -353,8 +374,10 @@ async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
     an ``Authorization`` header, it carries no credential. This answer is never cached.
     """
     info = services(request).tiles.style(query.style)  # 404 for an unknown style
+    rendering = query.rendering(info.band_count)
     path = tile_url_template(api_prefix(request), query.style, query.lang, query.variant)
-    return JSONResponse(_tilejson(info, tile_template(request, path)))
+    template = tile_template(request, path, params=rendering_pairs(rendering))
+    return JSONResponse(_tilejson(info, template, rendering))
 
 
 async def get_layer_pretile(

@@ -27,14 +27,15 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import rasterio
+from rasterio.enums import ColorInterp
 from rasterio.warp import transform_bounds
 
-from shared.errors import UnprocessableError
+from shared.errors import InvalidInputError, UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import layer_files
 from shared.raster.files import write_atomic
@@ -43,8 +44,10 @@ from shared.raster.geo import extent_4326, proj4
 from shared.raster.overviews import OVERVIEWS_VRT, build_overviews, has_overviews
 from shared.raster.paths import encode_id, normalise_path, raster_root
 from shared.raster.preview import PREVIEW_FACTOR, SMALL_RASTER_PX, write_preview
+from shared.raster.rendering import Rendering, rendering_from_json
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.stat import describe_file
+from shared.raster.statistics import band_statistics, default_rendering
 from shared.raster.store import FileRasterStore, RasterStore, StoredItem
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import RasterPath, mosaic_vrt
@@ -170,6 +173,7 @@ def configure_layer(
     resampling: LayerResampling | None = None,
     overviews: bool = True,
     rasters: RasterStore | None = None,
+    rendering: Rendering | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) the configuration of a raster layer, reporting each stage.
 
@@ -189,10 +193,14 @@ def configure_layer(
         overviews: build overviews for a source without any (False: draw it as configurations
             did before overviews, for comparisons).
         rasters: where the sources are (default: the folder ``<workDir>/map/raster``).
+        rendering: how the layer is drawn (TiTiler's parameters, over its default drawing).
+            None: as the layer's configuration has it (a layer not configured yet: its
+            default, :func:`~shared.raster.statistics.default_rendering`).
 
     Returns:
         The raster configuration result (spec 2.2), ``layer``, the id of the configuration,
-        and ``tilejson``, the URL of its TileJSON.
+        ``tilejson``, the URL of its TileJSON, ``statistics`` of its bands and ``rendering``,
+        how it is drawn (null: as 8-bit imagery, by Mapnik).
 
     Raises:
         NotFoundError: no raster at the path.
@@ -213,7 +221,11 @@ def configure_layer(
         raise UnprocessableError(f"{broken[0]['name']}: {broken[0]['err']}", file=broken[0]["name"])
     report.line(f"Raster file check: {len(files)} file(s) readable", progress=0.1)
 
-    choices = _Choices(resampling or _kept_resampling(where.derived_dir), overviews)
+    kept = _kept(where.derived_dir)
+    chosen = resampling or kept.resampling or _default_resampling(files[0])
+    choices = _Choices(chosen, overviews)
+    # the layer's resampling is its one resampling (drawings, previews, overviews)
+    rendering = kept.rendering if rendering is None else replace(rendering, resampling=None)
     manifest = _manifest(files, choices)
     with _layer_lock(where.derived_dir):
         current = None if refresh else _current_build(where.derived_dir, manifest)
@@ -228,12 +240,16 @@ def configure_layer(
                 urls=tile_url_templates(url_prefix, where.raster_id, lang),
                 reuse=reuse,
                 choices=choices,
+                rendering=rendering,
             )
         except BaseException:
             if build != current:  # a failed rebuild leaves the old layer as it was
                 shutil.rmtree(build, ignore_errors=True)
             raise
-        size = _swap_in(work_dir, where, built.xml, build, manifest, stores, reuse=reuse)
+        # the rendering chosen is kept, not compared: a new one rewrites the XML alone
+        chosen_json = None if rendering is None or rendering.empty else rendering.to_json()
+        kept_manifest = {**manifest, "rendering": chosen_json}
+        size = _swap_in(work_dir, where, built.xml, build, kept_manifest, stores, reuse=reuse)
     report.line(f"XML size: {size} bytes")
     report.line(f"XML file: map/mapnik/{where.xml_path.name}")
     ms_xml = int((time.monotonic() - built.t_xml) * 1000)
@@ -264,12 +280,36 @@ def _layer_lock(derived_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _kept_resampling(derived_dir: Path) -> LayerResampling:
-    """The resampling of the layer's configuration (the default for a layer without one)."""
+@dataclass(frozen=True)
+class _Kept:
+    """What the layer's configuration chose, when it has one."""
+
+    resampling: LayerResampling | None = None
+    rendering: Rendering | None = None
+
+
+def _kept(derived_dir: Path) -> _Kept:
+    """The resampling and rendering of the layer's configuration (None: not chosen)."""
     path = derived_dir / _MANIFEST
-    kept = json.loads(path.read_text()).get("resampling") if path.is_file() else None
+    kept = json.loads(path.read_text()) if path.is_file() else {}
     known = {method.value for method in LayerResampling}
-    return LayerResampling(kept) if kept in known else DEFAULT_RESAMPLING
+    method = kept.get("resampling")
+    saved = kept.get("rendering")
+    return _Kept(
+        LayerResampling(method) if method in known else None,
+        rendering_from_json(saved) if isinstance(saved, dict) else None,
+    )
+
+
+def _default_resampling(file: StoredItem) -> LayerResampling:
+    """``nearest`` for a raster with a colour table (a tile shows only its colours), else the
+    default."""
+    try:
+        with rasterio.open(file.gdal_path) as ds:
+            palette = ds.colorinterp[0] is ColorInterp.palette
+    except GDAL_ERRORS:
+        palette = False
+    return LayerResampling.NEAREST if palette else DEFAULT_RESAMPLING
 
 
 def _current_build(derived_dir: Path, manifest: dict[str, Any]) -> Path | None:
@@ -350,9 +390,10 @@ def _build(
     urls: dict[str, str],
     reuse: bool,
     choices: _Choices,
+    rendering: Rendering | None,
 ) -> _Built:
     """Make previews, VRTs and overviews in ``build`` (kept when ``reuse``), and the XML that
-    uses them.
+    uses them, drawn with ``rendering`` over the layer's default.
 
     ``urls`` are the layer's tile URL templates by format, for the result.
     """
@@ -410,6 +451,9 @@ def _build(
     overview = _Band("overviews", OVERVIEW_FROM * resolution)
     drawn = [band for band, file in ((preview, not small), (overview, overviews)) if file]
     report.line(f"Raster scaling: {_scaling(choices.resampling, drawn, small)}")
+    statistics, drawing = _drawing(source, overviews, rendering, choices.resampling)
+    report.json({"statistics": statistics})
+    report.line(f"Rendering: {json.dumps(drawing.to_json()) if drawing else 'as imagery'}")
     ms_info = int((time.monotonic() - t_info) * 1000)
 
     t_xml = time.monotonic()
@@ -425,6 +469,8 @@ def _build(
         overviews=overviews,
         overview_min_scale=overview.scale,
         resampling=choices.resampling,
+        rendering=drawing.to_json() if drawing else None,
+        statistics=statistics,
     )
     xml = style_xml(spec, where.xml_path.parent)
     times = f"preview {ms_preview}ms, vrt {ms_vrt}ms, overviews {ms_overviews}ms, info {ms_info}ms"
@@ -434,8 +480,43 @@ def _build(
         "extent": extent,
         "url": urls[PNG_TILE.name],  # spec 2.2
         "urls": urls,  # every format and @2x: {"png": …, "webp": …, "jpg@2x": …}
+        "statistics": statistics,
+        "rendering": drawing.to_json() if drawing else None,
     }
     return _Built(xml, times, t_xml, result)
+
+
+def _drawing(
+    source: Path, overviews: Path | None, rendering: Rendering | None, resampling: LayerResampling
+) -> tuple[list[dict[str, Any]], Rendering | None]:
+    """The statistics of the bands of ``source`` (read through its ``overviews`` when built),
+    and how the layer is drawn: ``rendering`` over the raster's default, with the layer's
+    ``resampling``; None when nothing is chosen and Mapnik draws it as imagery.
+
+    Raises:
+        InvalidInputError: ``rendering`` names a band the raster does not have.
+        UnprocessableError: the source cannot be read.
+    """
+    try:
+        with rasterio.open(overviews or source) as reduced:
+            statistics = band_statistics(reduced)
+        with rasterio.open(source) as ds:  # its colour interpretation and table
+            default = default_rendering(ds, statistics)
+            count = ds.count
+    except GDAL_ERRORS as exc:
+        raise UnprocessableError(f"{source.name}: {gdal_message(exc)}", file=source.name) from exc
+    chosen = rendering if rendering is not None and not rendering.empty else None
+    if chosen is not None and chosen.bands_read and max(chosen.bands_read) > count:
+        name = "expression" if chosen.expression else "bidx"
+        raise InvalidInputError(
+            f"{name}: band {max(chosen.bands_read)} does not exist (bands are 1..{count})",
+            parameter=name,
+        )
+    if chosen is None and default is None:
+        return statistics, None
+    drawing = chosen.with_defaults(default) if chosen and default else (chosen or default)
+    assert drawing is not None
+    return statistics, replace(drawing, resampling=resampling)
 
 
 def _previews(

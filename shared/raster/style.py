@@ -10,9 +10,11 @@ resampling. Paths are relative to the XML's folder, so the work dir can move bet
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
@@ -49,6 +51,10 @@ class StyleSpec:
     overviews: Path | None = None
     overview_min_scale: float = 0.0
     resampling: LayerResampling = DEFAULT_RESAMPLING
+    #: how the tile server draws it (TiTiler's parameters as JSON; None: Mapnik, as imagery)
+    rendering: dict[str, Any] | None = None
+    #: the statistics of its bands (:func:`shared.raster.statistics.band_statistics`)
+    statistics: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _layer(
@@ -82,6 +88,11 @@ def style_xml(spec: StyleSpec, xml_dir: Path) -> str:
     ET.SubElement(params, "Parameter", name="bounds").text = ",".join(map(repr, spec.bounds))
     # the zoom whose pixels match the raster's (speed test samples around it)
     ET.SubElement(params, "Parameter", name="zoom").text = str(spec.zoom)
+    # read by the tile renderer (shared.tiles.render) and the TileJSON
+    if spec.rendering is not None:
+        ET.SubElement(params, "Parameter", name="rendering").text = json.dumps(spec.rendering)
+    if spec.statistics:
+        ET.SubElement(params, "Parameter", name="statistics").text = json.dumps(spec.statistics)
     style = ET.SubElement(root, "Style", name="raster")
     symbolizer = {"scaling": spec.resampling.mapnik, "filter-factor": _FILTER_FACTOR}
     ET.SubElement(ET.SubElement(style, "Rule"), "RasterSymbolizer", symbolizer)

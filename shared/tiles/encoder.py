@@ -72,12 +72,14 @@ class Cutter:
         solid: the one-colour tiles of the process.
     """
 
-    def __init__(self, image: Any, codec: Codec, solid: SolidTiles) -> None:
+    def __init__(
+        self, image: Any, codec: Codec, solid: SolidTiles, pixels: np.ndarray | None = None
+    ) -> None:
         self.image = image
         self.codec = codec
         self.solid = solid
-        self.painted = bool(image.painted())
-        drawn = _rgba(image)
+        self.painted = bool(image.painted()) if pixels is None else True
+        drawn = _rgba(image) if pixels is None else pixels
         #: the pixels drawn, each as one 32-bit word (0: transparent), read before a JPEG's
         #: background is composited: compositing changes the image it composites
         self.drawn = _words(drawn)
@@ -88,7 +90,19 @@ class Cutter:
         self.words = self.drawn if self.flat is image else _words(self.pixels)
         # numpy and zlib-ng write the PNG of unpremultiplied pixels (Mapnik's render leaves
         # them so; Mapnik encodes an image that is not)
-        self.numpy_png = codec.options == PNG_FORMAT and not image.premultiplied()
+        self.numpy_png = codec.options == PNG_FORMAT and (
+            pixels is not None or not image.premultiplied()
+        )
+
+    @classmethod
+    def of_pixels(cls, pixels: np.ndarray, codec: Codec, solid: SolidTiles) -> Cutter:
+        """The tiles of RGBA ``pixels`` (rows, columns, 4 bytes; not premultiplied) drawn
+        without Mapnik: PNG tiles written from them, the other formats by Mapnik's encoders
+        from an image of them."""
+        if codec.options == PNG_FORMAT:
+            return cls(_PixelsOnly(), codec, solid, pixels)
+        image = mapnik.Image.from_buffer(png_avg(pixels))
+        return cls(image, codec, solid, pixels if codec.format.has_alpha else None)
 
     def tile(self, x: int, y: int, width: int, height: int) -> Rendered:
         """The tile of the ``width`` x ``height`` pixels from column ``x``, row ``y``; empty
@@ -112,6 +126,10 @@ class Cutter:
             return png_avg(self.pixels[y : y + height, x : x + width])
         data: bytes = _part(self.flat, x, y, width, height).to_string(self.codec.options)
         return data
+
+
+class _PixelsOnly:
+    """The image of a cutter of pixels encoded without Mapnik (never read)."""
 
 
 def _rgba(image: Any) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shared.errors import UnavailableError
 from shared.memory import keep_image_memory
 from shared.metrics import RENDER_QUEUE
+from shared.raster.rendering import Rendering
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea
 from shared.tiles.png import Rendered
@@ -55,9 +56,11 @@ def _started() -> int:
     return os.getpid()
 
 
-def _render(style: str, lang: str, area: RenderArea, codec: Codec) -> Rendered:
+def _render(
+    style: str, lang: str, area: RenderArea, codec: Codec, rendering: Rendering | None
+) -> Rendered:
     assert _renderer is not None, "the render process was not started by RenderPool"
-    return _renderer.render(style, lang, area, codec)
+    return _renderer.render(style, lang, area, codec, rendering)
 
 
 def _consume(job: asyncio.Future[Rendered]) -> None:
@@ -146,7 +149,12 @@ class RenderPool:
         broken.shutdown(wait=False, cancel_futures=True)
 
     async def render(
-        self, style: str, lang: str, area: RenderArea, codec: Codec = PNG_CODEC
+        self,
+        style: str,
+        lang: str,
+        area: RenderArea,
+        codec: Codec = PNG_CODEC,
+        rendering: Rendering | None = None,
     ) -> Rendered:
         """Render in a pool process (see :meth:`TileRenderer.render`).
 
@@ -159,7 +167,7 @@ class RenderPool:
         """
         large = area.width * area.height > self._tile_pixels * area.scale**2
         self._admit(large)
-        job = asyncio.ensure_future(self._run(style, lang, area, codec))
+        job = asyncio.ensure_future(self._run(style, lang, area, codec, rendering))
         job.add_done_callback(lambda _: self._release(large))
         try:
             return await asyncio.wait_for(asyncio.shield(job), self.limits.timeout_s)

@@ -6,6 +6,7 @@ Mapnik holds the GIL while it renders, so the API renders in a pool of processes
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,8 @@ from xml.etree import ElementTree as ET
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
+from shared.raster.draw import LayerDrawing, RasterDrawer
+from shared.raster.rendering import Rendering, rendering_from_json
 from shared.tiles.encoder import Cutter, SolidTiles
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea, TileAddress
@@ -38,6 +41,8 @@ class _Loaded:
     #: whether a symbolizer may draw past its feature's tile (all but a raster's: labels, icons,
     #: strokes): only then does a metatile need its buffer
     overhangs: bool
+    #: a raster layer's drawing (None for a style of vectors)
+    raster: LayerDrawing | None
 
 
 class TileRenderer:
@@ -47,6 +52,7 @@ class TileRenderer:
         self.mapnik_dir = mapnik_dir
         self.tile_size = tile_size
         self._maps: dict[tuple[str, str], _Loaded] = {}
+        self.rasters = RasterDrawer()
         #: the one-colour tiles encoded so far, whose bytes are reused
         self.solid = SolidTiles()
 
@@ -56,6 +62,7 @@ class TileRenderer:
     def __exit__(self, *exc: object) -> None:
         self._maps.clear()
         self.solid.clear()
+        self.rasters.close()
 
     def _load(self, style: str, lang: str) -> _Loaded:
         path = style_path(self.mapnik_dir, style)
@@ -76,7 +83,7 @@ class TileRenderer:
                 for layer in m.layers
                 if "file" in layer.datasource.parameters()
             ]
-            loaded = _Loaded(mtime, m, sources, _overhangs(xml))
+            loaded = _Loaded(mtime, m, sources, _overhangs(xml), _raster(m, path.parent))
             self._maps[(style, lang)] = loaded
         # a source deleted after loading would still be read through its open handle
         for source in loaded.sources:
@@ -88,21 +95,60 @@ class TileRenderer:
                 )
         return loaded
 
+    def _cutter(
+        self,
+        style: str,
+        lang: str,
+        area: RenderArea,
+        codec: Codec,
+        rendering: Rendering | None = None,
+        buffer: int = 0,
+    ) -> Cutter:
+        """The tiles of ``area`` drawn: by numpy for a raster layer with a rendering of its own
+        or asked (:mod:`shared.raster.draw`), else by Mapnik.
+
+        Raises:
+            NotFoundError: no such style.
+            UnprocessableError: the style or its raster cannot be read.
+            InvalidInputError: ``srs`` is not a CRS PROJ knows, or ``rendering`` does not fit
+                the layer (a band it does not have; a style of vectors).
+        """
+        srs = area.srs
+        if srs is not None:
+            try:
+                mapnik.Projection(srs)
+            except RuntimeError as exc:
+                raise InvalidInputError(f"unknown srs {srs!r}", srs=srs) from exc
+        raster = self._load(style, lang).raster
+        asked = rendering is not None and not rendering.empty
+        if asked and raster is None:
+            raise InvalidInputError(
+                "rendering parameters are for raster layers; this style draws vectors",
+                parameter=next(iter(rendering.params())) if rendering else None,
+                style=style,
+            )
+        if raster is not None and (asked or raster.rendering is not None):
+            chosen = rendering or Rendering()
+            count = self.rasters.band_count(raster)
+            if chosen.bands_read and max(chosen.bands_read) > count:
+                name = "expression" if chosen.expression else "bidx"
+                raise InvalidInputError(
+                    f"{name}: band {max(chosen.bands_read)} does not exist (bands are 1..{count})",
+                    parameter=name,
+                )
+            pixels = self.rasters.draw(raster, area, chosen)
+            return Cutter.of_pixels(pixels, codec, self.solid)
+        return Cutter(self._draw(style, lang, area, buffer), codec, self.solid)
+
     def _draw(self, style: str, lang: str, area: RenderArea, buffer: int = 0) -> Any:
         """The Mapnik image of ``area`` (what lies up to ``buffer`` pixels past it drawn too).
 
         Raises:
             NotFoundError: no such style.
             UnprocessableError: the style or its raster cannot be read.
-            InvalidInputError: ``srs`` is not a CRS PROJ knows.
         """
         m = self._load(style, lang).map
         srs, width, height = area.srs, area.width, area.height
-        if srs is not None:
-            try:
-                mapnik.Projection(srs)
-            except RuntimeError as exc:
-                raise InvalidInputError(f"unknown srs {srs!r}", srs=srs) from exc
         own_srs, own_buffer = m.srs, m.buffer_size
         m.resize(width, height)
         # a box in another CRS is drawn in that CRS: the map's projection is its, this once
@@ -120,25 +166,40 @@ class TileRenderer:
             m.srs, m.buffer_size = own_srs, own_buffer
         return image
 
-    def render(self, style: str, lang: str, area: RenderArea, codec: Codec = PNG_CODEC) -> Rendered:
-        """Render ``area`` of the map of ``style`` with labels in ``lang``, encoded by ``codec``.
+    def render(
+        self,
+        style: str,
+        lang: str,
+        area: RenderArea,
+        codec: Codec = PNG_CODEC,
+        rendering: Rendering | None = None,
+    ) -> Rendered:
+        """Render ``area`` of the map of ``style`` with labels in ``lang``, encoded by ``codec``;
+        a raster layer with ``rendering`` (its choices over the layer's own).
 
         Raises:
             NotFoundError: no such style.
             UnprocessableError: the style or its raster cannot be read.
-            InvalidInputError: ``srs`` is not a CRS PROJ knows.
+            InvalidInputError: ``srs`` is not a CRS PROJ knows, or ``rendering`` does not fit
+                the layer.
         """
         started = time.perf_counter()
-        image = self._draw(style, lang, area)
-        rendered = Cutter(image, codec, self.solid).tile(0, 0, area.width, area.height)
+        cutter = self._cutter(style, lang, area, codec, rendering)
+        rendered = cutter.tile(0, 0, area.width, area.height)
         RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
         return rendered
 
     def render_tile(
-        self, style: str, lang: str, tile: TileAddress, codec: Codec = PNG_CODEC, scale: int = 1
+        self,
+        style: str,
+        lang: str,
+        tile: TileAddress,
+        codec: Codec = PNG_CODEC,
+        scale: int = 1,
+        rendering: Rendering | None = None,
     ) -> Rendered:
         """Render one tile of the Web Mercator grid (``scale`` 2: ``@2x``, twice the pixels)."""
-        return self.render(style, lang, tile.area(self.tile_size, scale), codec)
+        return self.render(style, lang, tile.area(self.tile_size, scale), codec, rendering)
 
     def metatile_size(self, style: str, lang: str, default: int) -> int:
         """The side of the metatiles of ``style``: its ``metatile`` parameter, else ``default``
@@ -196,12 +257,30 @@ class TileRenderer:
             buffer = 0  # a raster's pixels end at the tile's border: the buffer draws nothing
         area, cut = block.area(self.tile_size, scale, buffer)
         try:
-            cutter = Cutter(self._draw(style, lang, area, buffer * scale), codec, self.solid)
+            cutter = self._cutter(style, lang, area, codec, buffer=buffer * scale)
             for tile in tiles:
                 x, y = block.offset(tile, cut)
                 yield tile, cutter.tile(x, y, cut.side, cut.side)
         finally:
             RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
+
+
+def _raster(m: Any, xml_dir: Path) -> LayerDrawing | None:
+    """The drawing of a raster layer's map (its configuration's ``rendering`` and
+    ``statistics``, its source read through overviews); None for a map of vectors."""
+    files = {
+        str(layer.name): (xml_dir / str(layer.datasource.parameters()["file"])).resolve()
+        for layer in m.layers
+        if layer.datasource.parameters().get("type") == "gdal"
+    }
+    source = files.get("overviews") or files.get("raster")
+    if source is None:
+        return None
+    params = dict(m.parameters)
+    saved = params.get("rendering")
+    rendering = rendering_from_json(json.loads(saved)) if saved else None
+    statistics = json.loads(params["statistics"]) if params.get("statistics") else []
+    return LayerDrawing(source, rendering, statistics)
 
 
 def _overhangs(xml: str) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 from rasterio.warp import transform_bounds
 
 from shared.metrics import count_tile_lookup
+from shared.raster.rendering import Rendering
 from shared.singleflight import SingleFlight
 from shared.tiles.encoding import DEFAULT_ENCODING, Encoding, empty_tile
 from shared.tiles.formats import PNG_TILE, TileVariant
@@ -67,6 +68,7 @@ class TileService:
         refresh: bool,
         variant: TileVariant = PNG_TILE,
         encoding: Encoding = DEFAULT_ENCODING,
+        rendering: Rendering | None = None,
     ) -> TileResult:
         """A tile from ``store``, or rendered (and stored unless ``refresh``).
 
@@ -78,6 +80,8 @@ class TileService:
             refresh: render afresh and store nothing (``nocache=1``).
             variant: the tile's format and scale; each is cached under its own key.
             encoding: how the format is encoded (a cached tile keeps the encoding it had).
+            rendering: a raster layer drawn with these parameters (over its own): its tiles are
+                cached apart, under the key of the canonical parameters.
 
         Raises:
             NotFoundError: no such style.
@@ -87,7 +91,8 @@ class TileService:
         if info.bounds is not None and not tile.intersects(info.bounds):
             empty = empty_tile(variant.format, self.tile_size * variant.scale)
             return TileResult(empty, etag_of(empty), "MISS", True)
-        key = tile_key(style, lang, tile, variant)
+        drawn = rendering if rendering is not None and not rendering.empty else None
+        key = tile_key(style, lang, tile, variant, drawn.key if drawn else None)
         if not refresh:
             cached: StoredTile | None = await asyncio.to_thread(store.read, key)
             count_tile_lookup(style, cached is not None, tile.z if self.count_zoom else None)
@@ -96,7 +101,8 @@ class TileService:
 
         async def render() -> Rendered:
             area = tile.area(self.tile_size, variant.scale)
-            return await self.pool.render(style, lang, area, encoding.codec(variant.format))
+            codec = encoding.codec(variant.format)
+            return await self.pool.render(style, lang, area, codec, drawn)
 
         async def render_and_store() -> tuple[Rendered, str]:
             rendered = await render()

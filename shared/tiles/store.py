@@ -44,13 +44,22 @@ def file_etag(stat: os.stat_result) -> str:
     return f'"{int(stat.st_mtime):x}-{stat.st_size:x}"'
 
 
-def tile_key(style: str, lang: str, tile: TileAddress, variant: TileVariant = PNG_TILE) -> str:
+def tile_key(
+    style: str,
+    lang: str,
+    tile: TileAddress,
+    variant: TileVariant = PNG_TILE,
+    rendering: str | None = None,
+) -> str:
     """The cache key of a tile, the same on disk and in a bucket.
 
     ``<style>/<lang>/<z>/<x>/<y>.png`` for a PNG (the keys of every tile before other formats),
-    and beside it ``<y>.webp``, ``<y>.jpg``, ``<y>@2x.png``, … for the other variants.
+    and beside it ``<y>.webp``, ``<y>.jpg``, ``<y>@2x.png``, … for the other variants. A tile
+    drawn with rendering parameters of a request is kept under ``<style>/<lang>~<rendering>/…``
+    (the key of the canonical parameters): dropped with its layer, apart from its own tiles.
     """
-    return f"{style}/{lang}/{tile.z}/{tile.x}/{tile.y}{variant.suffix}"
+    folder = f"{lang}~{rendering}" if rendering else lang
+    return f"{style}/{folder}/{tile.z}/{tile.x}/{tile.y}{variant.suffix}"
 
 
 def key_format(key: str) -> TileFormat:

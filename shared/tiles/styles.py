@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
@@ -30,6 +32,10 @@ class StyleInfo:
     bounds: list[float] | None
     zoom: int | None
     layer_srs: str | None
+    #: how a raster layer is drawn (TiTiler's parameters; None: as imagery, by Mapnik)
+    rendering: dict[str, Any] | None = None
+    #: the statistics of a raster layer's bands
+    statistics: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -38,6 +44,11 @@ class StyleInfo:
             return decode_id(self.style)
         except InvalidInputError:
             return self.style
+
+    @property
+    def band_count(self) -> int | None:
+        """A raster layer's bands (one statistics entry each), when known."""
+        return len(self.statistics) or None
 
     @property
     def maxzoom(self) -> int:
@@ -117,6 +128,8 @@ def read_style(mapnik_dir: Path, style: str) -> StyleInfo:
     layer = root.find("Layer")
     zoom = int(params["zoom"]) if params.get("zoom") else None
     srs = layer.get("srs") if layer is not None else None
-    info = StyleInfo(style, path, mtime, bounds, zoom, srs)
+    rendering = json.loads(params["rendering"]) if params.get("rendering") else None
+    statistics = json.loads(params["statistics"]) if params.get("statistics") else []
+    info = StyleInfo(style, path, mtime, bounds, zoom, srs, rendering, statistics)
     _cache[style] = info
     return info

@@ -9,6 +9,7 @@ from typing import Any
 from shared.jobs import JobReporter
 from shared.raster.compress import compress_layer
 from shared.raster.layer import configure_layer
+from shared.raster.rendering import rendering_from_json
 from shared.raster.resampling import LayerResampling
 from shared.raster.store import RasterStore, raster_store, set_gdal_environment
 from shared.tiles.stores import tile_stores
@@ -34,9 +35,11 @@ def configure(
     url_prefix: str,
     refresh: bool,
     resampling: str | None = None,
+    rendering: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build the map configuration of a raster layer (spec 4.4), drawn with ``resampling`` (None:
-    as it was configured last); its tiles under ``url_prefix``."""
+    """Build the map configuration of a raster layer (spec 4.4), drawn with ``resampling`` and
+    ``rendering`` (TiTiler's parameters as JSON; None: as it was configured last); its tiles
+    under ``url_prefix``."""
     with tile_stores(settings) as stores:  # a rebuilt layer's tiles are dropped from each
         return configure_layer(
             settings.work_dir,
@@ -47,6 +50,7 @@ def configure(
             refresh=refresh,
             stores=stores.all(),
             resampling=LayerResampling(resampling) if resampling else None,
+            rendering=rendering_from_json(rendering) if rendering is not None else None,
             rasters=_rasters(),
         )
 

@@ -1,0 +1,381 @@
+"""Every raster draws right: any data type and band count by default, TiTiler's rendering
+parameters per request and per layer, DEMs as hillshade and terrain-RGB — checked against GDAL's
+own programs (gdalwarp, gdaldem) on the same window."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+import pytest
+import rasterio
+import redis
+from rasterio.enums import ColorInterp
+from starlette.testclient import TestClient
+
+from shared.raster.paths import encode_id
+from shared.settings import Settings
+from shared.tiles.grid import TileAddress
+from tests.checks import assert_error
+from tests.jobs import job_lines
+from tests.layers import RGB, decode, tile_url
+from tests.rasters import write_raster
+
+#: the rasters lie over this z9 tile (1024 px: their pixels are those of zoom 11)
+ZONE = TileAddress(9, 270, 180)
+U16 = "render/scene-u16.tif"
+DEM = "render/dem-f32.tif"
+CLASSES = "render/classes.tif"
+SIDE = 1024
+NODATA = -9999.0
+PALETTE = {
+    0: (230, 25, 75, 255),
+    1: (60, 180, 75, 255),
+    2: (0, 130, 200, 255),
+    3: (245, 130, 48, 255),
+}
+
+
+def _waves(side: int, phase: float) -> np.ndarray:
+    x = np.arange(side, dtype=np.float64)
+    y = x[:, None]
+    return np.sin(x / 90 + phase) * np.cos(y / (70 + 20 * phase)) + 0.4 * np.sin((x + y) / 40)
+
+
+def elevation(side: int = SIDE) -> np.ndarray:
+    """A hill of 300..2300 m with ripples."""
+    x = np.arange(side, dtype=np.float64)
+    y = x[:, None]
+    hill = 2000 * np.exp(-((x - side / 2) ** 2 + (y - side / 2) ** 2) / (2 * (side / 5) ** 2))
+    return (300 + hill + 40 * _waves(side, 0.3)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def rasters(raster_dir: Path) -> Path:
+    """A 4-band UInt16 scene (blue, green, red, near infrared; 0 is nodata), a Float32 DEM
+    (nodata and NaN holes), a class raster with a colour table."""
+    bounds = ZONE.bounds_3857()
+    bands = [(8000 + 3000 * _waves(SIDE, b)).astype(np.uint16) for b in range(4)]
+    scene = np.stack(bands)
+    scene[:, :64, :64] = 0
+    tiled = {"tiled": True, "blockxsize": 256, "blockysize": 256}
+    write_raster(raster_dir / U16, scene, bounds, nodata=0, **tiled)
+    with rasterio.open(raster_dir / U16, "r+") as ds:
+        ds.colorinterp = [
+            ColorInterp.blue,
+            ColorInterp.green,
+            ColorInterp.red,
+            ColorInterp.undefined,
+        ]
+    dem = elevation()
+    dem[:32, :32] = NODATA
+    dem[100:110, 100:110] = np.nan
+    write_raster(raster_dir / DEM, dem[np.newaxis], bounds, nodata=NODATA, **tiled)
+    x = np.arange(SIDE)
+    classes = ((x // 37 + x[:, None] // 53) % 4).astype(np.uint8)
+    write_raster(raster_dir / CLASSES, classes[np.newaxis], bounds)
+    with rasterio.open(raster_dir / CLASSES, "r+") as ds:
+        ds.write_colormap(1, PALETTE)
+    return raster_dir
+
+
+def configured(client: TestClient, rel: str, query: str = "") -> dict[str, object]:
+    r = client.get(f"/api-user/gis-raster/{rel}{query}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def tile_of(client: TestClient, rel: str, tile: TileAddress, query: str = "") -> np.ndarray:
+    r = client.get(tile_url(encode_id(rel), tile.z, tile.x, tile.y, query))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "image/png"
+    return decode(r.content)
+
+
+def gdalwarp(src: Path, tile: TileAddress, out: Path, resampling: str, buffer: int = 0) -> Path:
+    """GDAL's warp of ``tile`` (``buffer`` pixels past each side) from ``src``, as Float32."""
+    w, s, e, n = tile.bounds_3857()
+    px = (e - w) / 256
+    box = [w - buffer * px, s - buffer * px, e + buffer * px, n + buffer * px]
+    size = str(256 + 2 * buffer)
+    args = ["gdalwarp", "-q", "-overwrite", "-t_srs", "EPSG:3857", "-ot", "Float32"]
+    args += ["-te", *map(repr, box), "-ts", size, size, "-r", resampling, "-dstnodata", "nan"]
+    subprocess.run([*args, str(src), str(out)], check=True)
+    return out
+
+
+def child(tile: TileAddress, dz: int, dx: int = 0, dy: int = 0) -> TileAddress:
+    n = 2**dz
+    return TileAddress(tile.z + dz, tile.x * n + dx, tile.y * n + dy)
+
+
+@pytest.mark.worker
+def test_a_16_bit_scene_is_stretched_by_its_own_statistics(
+    client: TestClient,
+    rasters: Path,
+    rdb: redis.Redis,
+    settings: Settings,
+    worker: subprocess.Popen[bytes],
+    tmp_path: Path,
+) -> None:
+    result = configured(client, U16)
+    stats = result["statistics"]
+    assert isinstance(stats, list)
+    assert [s["band"] for s in stats] == [1, 2, 3, 4]
+    with rasterio.open(rasters / U16) as ds:
+        source = ds.read(masked=True).astype(float)
+    for entry, band in zip(stats, source, strict=True):
+        p2, p98 = np.percentile(band.compressed(), [2, 98])
+        assert abs(entry["percentile_2"] - p2) < 0.02 * (p98 - p2)
+        assert abs(entry["percentile_98"] - p98) < 0.02 * (p98 - p2)
+        assert entry["dtype"] == "uint16"
+    rendering = result["rendering"]
+    assert isinstance(rendering, dict)
+    assert rendering["bidx"] == ["3", "2", "1"]  # red, green, blue by colour interpretation
+    ranges = [tuple(float(v) for v in r.split(",")) for r in rendering["rescale"]]
+    assert ranges == [
+        (stats[b - 1]["percentile_2"], stats[b - 1]["percentile_98"]) for b in (3, 2, 1)
+    ]
+    lines = job_lines(rdb, client.get(f"/api-user/gis-raster/{U16}").headers["x-job-id"])
+    assert any(line.startswith("Rendering: {") for line in lines)
+    tilejson = client.get(f"/api-user/tilejson/{encode_id(U16)}.json")
+    if tilejson.status_code == 404:
+        tilejson = client.get(f"/api-user/rtile/{encode_id(U16)}/tilejson.json")
+    assert tilejson.status_code == 200, tilejson.text
+    assert tilejson.json()["rendering"] == rendering
+    assert tilejson.json()["statistics"] == stats
+
+    tile = child(ZONE, 2, 1, 2)  # 256 source pixels: no resampling between grids
+    image = tile_of(client, U16, tile, "?nocache=1")
+    rgb = image[:3].astype(float)
+    assert (image[3] == 255).all()
+    assert 40 < rgb.mean() < 215
+    assert rgb.std() > 30
+    warped = gdalwarp(rasters / U16, tile, tmp_path / "ref.tif", "near")
+    with rasterio.open(warped) as ds:
+        ref = ds.read([3, 2, 1])
+    for out, band, (lo, hi) in zip(rgb, ref, ranges, strict=True):
+        expected = np.clip((band - lo) * 255 / (hi - lo), 0, 255)
+        assert np.abs(out - expected).max() <= 1
+    corner = tile_of(client, U16, child(ZONE, 2), "?nocache=1")
+    assert (corner[3, :64, :64] == 0).all()  # nodata: transparent
+    assert (corner[3, 80:, 80:] == 255).all()
+
+
+@pytest.mark.worker
+def test_a_float_dem_is_gray_with_its_holes_transparent(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
+) -> None:
+    result = configured(client, DEM)
+    rendering = result["rendering"]
+    assert isinstance(rendering, dict)
+    assert rendering["bidx"] == ["1"]
+    image = tile_of(client, DEM, child(ZONE, 2), "?nocache=1")
+    assert (image[0] == image[1]).all()
+    assert (image[1] == image[2]).all()
+    assert (image[3, :32, :32] == 0).all()  # nodata
+    assert (image[3, 100:110, 100:110] == 0).all()  # NaN
+    assert (image[3] == 255).mean() > 0.95
+    hill = tile_of(client, DEM, child(ZONE, 2, 1, 1), "?nocache=1")
+    assert (hill[3] == 255).all()
+    assert hill[0].min() < 60
+    assert hill[0].max() > 240
+
+
+@pytest.mark.worker
+def test_a_colour_table_draws_only_its_colours_with_nearest(
+    client: TestClient, rasters: Path, settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    result = configured(client, CLASSES)
+    rendering = result["rendering"]
+    assert isinstance(rendering, dict)
+    assert rendering["resampling"] == "nearest"
+    assert rendering["colormap"] == {str(k): list(v) for k, v in PALETTE.items()}
+    manifest = settings.dirs.derived / encode_id(CLASSES) / "manifest.json"
+    assert json.loads(manifest.read_text())["resampling"] == "nearest"
+    for z in (9, 10, 12):
+        tile = child(ZONE, z - ZONE.z)
+        image = tile_of(client, CLASSES, tile, "?nocache=1")
+        colours = {tuple(c) for c in image.reshape(4, -1).T}
+        assert colours <= set(PALETTE.values()), z
+        assert len(colours) == 4 or z == 12
+
+
+@pytest.mark.worker
+def test_request_parameters_draw_and_cache_apart_under_one_canonical_key(
+    client: TestClient, rasters: Path, settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    configured(client, DEM)
+    tile = child(ZONE, 2, 1, 1)
+    plain = tile_of(client, DEM, tile)
+    query = "?rescale=300,2300&colormap_name=terrain"
+    coloured = client.get(tile_url(encode_id(DEM), tile.z, tile.x, tile.y, query))
+    assert coloured.headers["x-cache"] == "MISS"
+    image = decode(coloured.content)
+    assert not (image[0] == image[1]).all()  # a colour map, not gray
+    assert not np.array_equal(image, plain)
+    # the same values in another order and spelling: the same cache entry
+    again = client.get(
+        tile_url(
+            encode_id(DEM), tile.z, tile.x, tile.y, "?colormap_name=Terrain&rescale=3e2,2300.0"
+        )
+    )
+    assert again.headers["x-cache"] == "HIT"
+    assert again.content == coloured.content
+    assert client.get(tile_url(encode_id(DEM), tile.z, tile.x, tile.y)).content == decode_png(plain)
+    folders = {p.name for p in (settings.dirs.rtile / encode_id(DEM)).iterdir()}
+    assert any(re.fullmatch(r"en~[0-9a-f]{16}", f) for f in folders), folders
+
+
+def decode_png(image: np.ndarray) -> bytes:
+    from shared.tiles.png import png_avg
+
+    return png_avg(np.ascontiguousarray(np.moveaxis(image, 0, -1)))
+
+
+@pytest.mark.worker
+def test_terrain_rgb_decodes_to_the_source_elevation(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    configured(client, DEM)
+    tile = child(ZONE, 2, 2, 1)  # the source's own grid
+    for algorithm in ("terrainrgb", "terrarium"):
+        image = tile_of(client, DEM, tile, f"?algorithm={algorithm}&resampling=nearest").astype(
+            float
+        )
+        if algorithm == "terrainrgb":
+            height = -10000 + (image[0] * 65536 + image[1] * 256 + image[2]) * 0.1
+        else:
+            height = image[0] * 256 + image[1] + image[2] / 256 - 32768
+        with rasterio.open(gdalwarp(rasters / DEM, tile, tmp_path / "ref.tif", "near")) as ds:
+            ref = ds.read(1)
+        valid = np.isfinite(ref)
+        assert np.abs(height[valid] - ref[valid]).max() <= 0.1, algorithm
+
+
+@pytest.mark.worker
+def test_hillshade_matches_gdaldem_on_the_same_window(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    configured(client, DEM)
+    tile = child(ZONE, 2, 1, 2)
+    params = {"azimuth": 315, "angle_altitude": 40, "z_factor": 2}
+    query = f"?algorithm=hillshade&algorithm_params={json.dumps(params)}&resampling=bilinear"
+    image = tile_of(client, DEM, tile, query)
+    assert (image[0] == image[1]).all()
+    warped = gdalwarp(rasters / DEM, tile, tmp_path / "dem.tif", "bilinear", buffer=1)
+    lat = np.degrees(np.arctan(np.sinh(sum(tile.bounds_3857()[1::2]) / 2 / 6378137)))
+    shade = tmp_path / "shade.tif"
+    args = ["gdaldem", "hillshade", "-q", "-az", "315", "-alt", "40", "-z", "2"]
+    args += ["-s", repr(float(np.cos(np.radians(lat))))]
+    subprocess.run([*args, str(warped), str(shade)], check=True)
+    with rasterio.open(shade) as ds:
+        ref = ds.read(1)[1:-1, 1:-1].astype(float)
+    error = np.abs(image[0].astype(float) - ref)[2:-2, 2:-2]  # gdaldem leaves its edges 0
+    assert np.median(error) <= 1
+    assert np.percentile(error, 99) <= 3, np.percentile(error, 99)
+
+
+@pytest.mark.worker
+def test_an_ndvi_expression_and_a_saved_rendering(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes], settings: Settings
+) -> None:
+    configured(client, U16)
+    tile = child(ZONE, 2, 1, 2)
+    ndvi = "?expression=(b4-b3)/(b4%2Bb3)&rescale=-1,1&colormap_name=rdylgn"
+    image = tile_of(client, U16, tile, ndvi + "&nocache=1")
+    with rasterio.open(rasters / U16) as ds:
+        window = ds.read(window=((512, 768), (256, 512))).astype(float)
+    expected = (window[3] - window[2]) / (window[3] + window[2])
+    index = np.clip((expected + 1) * 127.5, 0, 255).astype(int)
+    from rio_tiler.colormap import cmap
+
+    table = np.array([cmap.get("rdylgn")[i] for i in range(256)])
+    assert np.abs(image[:3].astype(int) - np.moveaxis(table[index][..., :3], -1, 0)).max() <= 8
+
+    # chosen at configuration: the layer's own drawing, kept when configured again
+    result = configured(client, U16, ndvi)
+    assert result["rendering"]["expression"] == "(b4-b3)/(b4+b3)"  # type: ignore[index]
+    assert np.array_equal(tile_of(client, U16, tile), image)
+    kept = configured(client, U16)
+    assert kept["rendering"] == result["rendering"]
+    assert np.array_equal(tile_of(client, U16, tile), image)
+    configured(client, U16, "?bidx=3&bidx=2&bidx=1")
+    assert not np.array_equal(tile_of(client, U16, tile), image)
+
+
+def test_the_tilejson_carries_the_parameters_into_its_template(
+    client: TestClient, layers: None
+) -> None:
+    r = client.get(
+        f"/api-user/rtile/{encode_id(RGB)}/tilejson.json?bidx=1&colormap_name=viridis&rescale=0,255"
+    )
+    if r.status_code == 404:
+        pytest.skip("no tilejson route at this path")
+    assert r.status_code == 200, r.text
+    template = r.json()["tiles"][0]
+    params = parse_qsl(urlsplit(template).query)
+    assert params == [("bidx", "1"), ("rescale", "0,255"), ("colormap_name", "viridis")]
+    assert r.json()["rendering"] == {
+        "bidx": ["1"],
+        "rescale": ["0,255"],
+        "colormap_name": "viridis",
+    }
+
+
+def test_an_8_bit_rgb_scene_keeps_mapnik_s_drawing(
+    client: TestClient, layers: None, settings: Settings
+) -> None:
+    xml = (settings.dirs.mapnik / f"{encode_id(RGB)}.xml").read_text()
+    assert 'name="rendering"' not in xml
+    assert 'name="statistics"' in xml
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ("bidx=9", "bidx"),
+        ("bidx=0", "bidx"),
+        ("bidx=x", "bidx"),
+        ("rescale=1", "rescale"),
+        ("rescale=1,inf", "rescale"),
+        ("rescale=5,1", "rescale"),
+        ("colormap_name=nope", "colormap_name"),
+        ("colormap=" + json.dumps({str(i): "#000000" for i in range(257)}), "colormap"),
+        ("colormap={bad", "colormap"),
+        ("expression=" + "b1%2B" * 200 + "b1", "expression"),
+        ("expression=foo(b1)", "expression"),
+        ("expression=__import__", "expression"),
+        ("expression=b1.real", "expression"),
+        ("expression=b99", "expression"),
+        ("algorithm=blur", "algorithm"),
+        ("algorithm=hillshade&bidx=1&bidx=2&bidx=3", "algorithm"),
+        ('algorithm=hillshade&algorithm_params={"azimuth":999}', "algorithm_params"),
+        ('algorithm=hillshade&algorithm_params={"x":1}', "algorithm_params"),
+        ("nodata=abc", "nodata"),
+        ("resampling=lanczos", "resampling"),
+    ],
+)
+def test_a_bad_rendering_parameter_is_400_naming_it_and_caches_nothing(
+    client: TestClient, layers: None, settings: Settings, query: str, parameter: str
+) -> None:
+    tile = TileAddress(9, 145, 219)
+    assert client.get(tile_url(encode_id(RGB), tile.z, tile.x, tile.y)).status_code == 200
+    cached = settings.dirs.rtile / encode_id(RGB)
+    before = sorted(str(p) for p in cached.rglob("*"))
+    for url in (
+        tile_url(encode_id(RGB), tile.z, tile.x, tile.y, f"?{query}"),
+        tile_url(encode_id(RGB), tile.z, tile.x, tile.y, f"?{query}", suffix="@2x.webp"),
+        f"/api-user/rtile/{encode_id(RGB)}/tilejson.json?{query}",
+        f"/api-user/gis-raster/{RGB}?{query}",
+    ):
+        r = client.get(url)
+        assert r.status_code == 400, (url, r.text)
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
+        assert "Traceback" not in r.text
+    assert sorted(str(p) for p in cached.rglob("*")) == before
+    assert client.get(tile_url(encode_id(RGB), tile.z, tile.x, tile.y)).status_code == 200
