@@ -3,8 +3,10 @@
 OGC's key-value requests name their parameters in any case (``layers``, ``LAYERS``): the
 :class:`KvpMiddleware` of each OWS endpoint upper-cases them before the endpoint's wrapper runs,
 so its rule (``Rule(layers=("LAYERS",))``) and its query model read one spelling (``api_key``,
-our credential, is left as it is). Every error answer of those endpoints — the rule's ``401``
-and ``404``, a budget's ``429``, a refused parameter's ``400`` — leaves as OGC XML with its
+our credential, is left as it is; a raster's rendering parameters, TiTiler's ``bidx``,
+``rescale``, …, are lower-cased: one model reads them on every route). Every error answer of
+those endpoints — the rule's ``401`` and ``404``, a budget's ``429``, a refused parameter's
+``400`` — leaves as OGC XML with its
 HTTP status kept: WMS 1.3.0's ``ServiceExceptionReport``, WMTS's ``ows:ExceptionReport``, the
 exception code from the error (:func:`ogc_error`, else from the parameter it names).
 """
@@ -27,6 +29,7 @@ from api.endpoint import Endpoint
 from api.errors import error_for
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
+from shared.raster.rendering import RENDER_PARAMETERS
 from shared.tiles.styles import StyleInfo
 
 __all__ = [
@@ -174,6 +177,14 @@ def ows_endpoint(service: Service) -> Callable[..., Endpoint]:
     )
 
 
+def _kvp_name(name: str) -> str:
+    """A KVP parameter's name as the query models read it: upper case, but ``api_key`` as it
+    is and a raster's rendering parameters (``bidx``, ``rescale``, …: TiTiler's) in lower."""
+    if name in _KEPT:
+        return name
+    return name.lower() if name.lower() in RENDER_PARAMETERS else name.upper()
+
+
 class KvpMiddleware:
     """Around one OWS endpoint: its query names upper-cased on the way in, its error answers
     made OGC exception reports on the way out (the status and the other headers kept)."""
@@ -188,7 +199,7 @@ class KvpMiddleware:
             await self.app(scope, receive, send)
             return
         pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-        named = [(k if k in _KEPT else k.upper(), v) for k, v in pairs]
+        named = [(_kvp_name(k), v) for k, v in pairs]
         scope = {**scope, "query_string": urlencode(named).encode("latin-1")}
         report = _Reporter(self.service, send)
         try:

@@ -188,6 +188,11 @@ class RasterConfig(_Body):
         "jpg, png@2x, webp@2x, jpg@2x"
     )
     tilejson: str = Field(description="The layer's TileJSON URL, in the language of `url`")
+    statistics: list[BandStatistics] = Field(description="The statistics of each band")
+    rendering: RasterRendering | None = Field(
+        description="How the layer is drawn (its choice over its default); null: as 8-bit"
+        " imagery, by Mapnik"
+    )
 
 
 class RasterStatTimes(_Body):
@@ -441,9 +446,45 @@ class TileJson(_TileJson):
     vector_layers: list[VectorLayerEntry]
 
 
+class BandStatistics(_Body):
+    """The statistics of one band of a raster layer, computed at configuration from a reduced
+    read (about 1024² pixels, through the overviews); nodata, NaN, masks and alpha left out."""
+
+    band: int
+    dtype: str
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    median: float | None
+    percentile_2: float | None
+    percentile_98: float | None
+    valid_percent: float
+
+
+class RasterRendering(_Body):
+    """How a raster layer is drawn, in TiTiler's parameters (canonical); every field optional."""
+
+    bidx: list[str] | None = None
+    expression: str | None = None
+    rescale: list[str] | None = Field(None, description="`min,max` per band")
+    colormap_name: str | None = None
+    colormap: dict[str, list[int]] | list[Any] | None = None
+    algorithm: str | None = None
+    algorithm_params: dict[str, float] | None = None
+    nodata: str | None = None
+    resampling: str | None = None
+
+
 class RasterTileJson(_TileJson):
     """A raster layer as TileJSON 3.0.0: its tiles in one language, format and scale;
     ``center`` is ``[lon, lat, zoom]``, ``maxzoom`` the layer's own zoom."""
+
+    rendering: RasterRendering | None = Field(
+        description="How the tiles are drawn: the rendering parameters asked, else the layer's"
+        " own; null: as 8-bit imagery (Mapnik)"
+    )
+    statistics: list[BandStatistics] = Field(description="The statistics of the layer's bands")
 
 
 class CacheDropped(BaseModel):

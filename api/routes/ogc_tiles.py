@@ -19,9 +19,10 @@ from starlette.responses import Response
 
 from api.access import Rule
 from api.endpoint import Endpoint
-from api.fields import Lang, Query
+from api.fields import Lang
 from api.links import keyed_link, route_path
 from api.openapi.models import Schema
+from api.rendering import RenderQuery
 from api.routes.ogc import (
     CRS84,
     JSON,
@@ -69,8 +70,9 @@ class TilesetQuery(CollectionQuery):
     )
 
 
-class OgcTileQuery(Query):
-    """A tile of a collection: zoom, row, column (OGC's z/y/x)."""
+class OgcTileQuery(RenderQuery):
+    """A tile of a collection: zoom, row, column (OGC's z/y/x); a raster collection drawn with
+    TiTiler's rendering parameters when given."""
 
     collectionId: str = collection_id()  # noqa: N815 - OGC's name
     tileMatrixSetId: str = Field(  # noqa: N815 - OGC's name
@@ -198,6 +200,12 @@ async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQue
     given, named = query.asked
     tile = parse_tile(query.tileMatrix, query.tileCol, query.tileRow)
     collection = await collection_of(request, query.collectionId)
+    rendering = query.rendering()
+    if collection.vector and not rendering.empty:
+        raise InvalidInputError(
+            "rendering parameters are for raster collections",
+            parameter=next(iter(rendering.params())),
+        )
     if collection.vector:
         if given not in (None, "mvt"):
             raise InvalidInputError(
@@ -211,7 +219,15 @@ async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQue
             "a raster collection's tiles are png, webp, jpg or jpeg", parameter=named, value=given
         )
     variant = TileVariant(TileFormat.from_extension(given or "png"), 1)
-    return await tile_image(request, collection.id, query.lang, tile, variant)
+    band_count = services(request).tiles.style(collection.id).band_count
+    return await tile_image(
+        request,
+        collection.id,
+        query.lang,
+        tile,
+        variant,
+        rendering=query.rendering(band_count),
+    )
 
 
 _TILE_OK: dict[str, Schema] = {

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
-from api.fields import AtMost, Box, Flag, Query
+from api.fields import AtMost, Box, Flag
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
 from api.ows import (
@@ -34,6 +34,7 @@ from api.ows import (
     ows_endpoint,
     xml_response,
 )
+from api.rendering import RenderQuery
 from api.routes.tiles import image_response, render_box
 from api.services import services
 from shared.params import parse_bbox
@@ -56,8 +57,9 @@ _WHITE = "0xFFFFFF"
 _MAX_LAT = 85.0511287798066
 
 
-class WmsQuery(Query):
-    """A KVP request: ``GetCapabilities``, or ``GetMap`` with its layer, box, size and format."""
+class WmsQuery(RenderQuery):
+    """A KVP request: ``GetCapabilities``, or ``GetMap`` with its layer, box, size and format;
+    a raster layer drawn with TiTiler's rendering parameters when given (vendor parameters)."""
 
     SERVICE: Literal["WMS"] | None = Field(None, description="`WMS`")
     REQUEST: Literal["GetCapabilities", "GetMap"] | None = Field(
@@ -219,7 +221,8 @@ async def _get_map(request: Request, query: WmsQuery) -> Response:
     bbox = parse_bbox(f"{x0},{y0},{x1},{y1}", "BBOX", _CRSS[crs])
     size = (needed(query.WIDTH, "WIDTH"), needed(query.HEIGHT, "HEIGHT"))
     tile_format = _FORMATS[needed(query.FORMAT, "FORMAT")]
-    style = layer_info(request, layers[0], "LAYERS").style
+    info = layer_info(request, layers[0], "LAYERS")
+    style, rendering = info.style, query.rendering(info.band_count)
     tiles = services(request).settings.tiles
     area = RenderArea(bbox, *size, srs=_CRSS[crs].lower())
     lang = services(request).settings.default_lang
@@ -228,10 +231,13 @@ async def _get_map(request: Request, query: WmsQuery) -> Response:
     if (tile_format.has_alpha and not query.TRANSPARENT) or (
         not tile_format.has_alpha and background != _WHITE
     ):
-        png = await render_box(request, style, lang, area, TileVariant(TileFormat.PNG), names)
+        png = await render_box(
+            request, style, lang, area, TileVariant(TileFormat.PNG), names, rendering
+        )
         data = await run_in_threadpool(_over, png, background, tile_format, tiles)
     else:
-        data = await render_box(request, style, lang, area, TileVariant(tile_format), names)
+        variant = TileVariant(tile_format)
+        data = await render_box(request, style, lang, area, variant, names, rendering)
     return image_response(request, data, tile_format, "MISS", tiles.max_age_s, etag_of(data))
 
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
-from api.fields import Query, style_id
+from api.fields import style_id
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
 from api.ows import (
@@ -30,6 +30,7 @@ from api.ows import (
     ows_endpoint,
     xml_response,
 )
+from api.rendering import RenderQuery
 from api.routes.tiles import tile_image
 from api.services import services
 from shared.raster.paths import MAX_ID_CHARS
@@ -50,8 +51,9 @@ _TileMatrixSet = Literal["GoogleMapsCompatible"]
 _Style = Literal["default"]
 
 
-class WmtsQuery(Query):
-    """A KVP request: ``GetCapabilities``, or ``GetTile`` with its layer, matrix and format."""
+class WmtsQuery(RenderQuery):
+    """A KVP request: ``GetCapabilities``, or ``GetTile`` with its layer, matrix and format;
+    a raster layer drawn with TiTiler's rendering parameters when given (vendor parameters)."""
 
     SERVICE: Literal["WMTS"] | None = Field(None, description="`WMTS`")
     REQUEST: Literal["GetCapabilities", "GetTile"] | None = Field(
@@ -73,8 +75,9 @@ class WmtsQuery(Query):
     FORMAT: _MediaType | None = Field(None, description="GetTile: the image format")
 
 
-class WmtsTileQuery(Query):
-    """A RESTful tile: the path's layer, style, matrix set, zoom, row, column and format."""
+class WmtsTileQuery(RenderQuery):
+    """A RESTful tile: the path's layer, style, matrix set, zoom, row, column and format; a
+    raster layer drawn with TiTiler's rendering parameters when given."""
 
     LAYER: str = style_id("The layer (a raster layer's id)")
     Style: _Style = Field(description="`default`", examples=["default"])
@@ -194,19 +197,23 @@ async def _tile(
     col: int,
     tile_format: TileFormat,
     names: tuple[str, str, str],
+    query: RenderQuery,
 ) -> Response:
-    """A tile of ``style`` from the tile cache, as ``rtile`` answers it; ``names``: the
-    parameters of the layer, the row and the column."""
+    """A tile of ``style`` from the tile cache, as ``rtile`` answers it (drawn with the
+    rendering parameters of ``query``); ``names``: the parameters of the layer, the row and the
+    column."""
     side = 2**z
     for value, name in ((row, names[1]), (col, names[2])):
         if value >= side:
             raise ogc_error(
                 f"{name} must be 0..{side - 1} at TileMatrix {z}", "TileOutOfRange", name
             )
-    layer_info(request, style, names[0])  # 404 naming the layer's parameter
+    info = layer_info(request, style, names[0])  # 404 naming the layer's parameter
+    rendering = query.rendering(info.band_count)
     lang = services(request).settings.default_lang
+    tile = TileAddress(z, col, row)
     return await tile_image(
-        request, style, lang, TileAddress(z, col, row), TileVariant(tile_format)
+        request, style, lang, tile, TileVariant(tile_format), rendering=rendering
     )
 
 
@@ -230,6 +237,7 @@ async def get_wmts(request: Request, query: WmtsQuery) -> Response:
         needed(query.TILECOL, "TILECOL"),
         _FORMATS[needed(query.FORMAT, "FORMAT")],
         ("LAYER", "TILEROW", "TILECOL"),
+        query,
     )
 
 
@@ -247,7 +255,7 @@ async def get_wmts_tile(request: Request, query: WmtsTileQuery) -> Response:
     tile_format = TileFormat.from_extension(query.format)
     names = ("LAYER", "TileRow", "TileCol")
     z, row, col = query.TileMatrix, query.TileRow, query.TileCol
-    return await _tile(request, query.LAYER, z, row, col, tile_format, names)
+    return await _tile(request, query.LAYER, z, row, col, tile_format, names, query)
 
 
 _BINARY = {"schema": {"type": "string", "format": "binary"}}

@@ -379,3 +379,38 @@ def test_a_bad_rendering_parameter_is_400_naming_it_and_caches_nothing(
         assert "Traceback" not in r.text
     assert sorted(str(p) for p in cached.rglob("*")) == before
     assert client.get(tile_url(encode_id(RGB), tile.z, tile.x, tile.y)).status_code == 200
+
+
+@pytest.mark.worker
+def test_every_tile_route_draws_with_the_parameters(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
+) -> None:
+    """rtile, the OGC API tiles, WMTS (KVP and REST, names in any case) and WMS GetMap draw a
+    tile with the same parameters into the same pixels."""
+    configured(client, DEM)
+    layer, tile = encode_id(DEM), child(ZONE, 2, 1, 1)
+    params = "rescale=300,2300&colormap_name=viridis"
+    upper = "RESCALE=300,2300&Colormap_Name=viridis"
+    expected = tile_of(client, DEM, tile, f"?{params}")
+    w, s, e, n = tile.bounds_3857()
+    urls = [
+        f"/api-user/ogc/collections/{layer}/tiles/WebMercatorQuad/{tile.z}/{tile.y}/{tile.x}"
+        f"?f=png&{params}",
+        f"/api-user/wmts?SERVICE=WMTS&REQUEST=GetTile&VERSION=1.0.0&LAYER={layer}"
+        f"&STYLE=default&TILEMATRIXSET=GoogleMapsCompatible&TILEMATRIX={tile.z}&TILEROW={tile.y}"
+        f"&TILECOL={tile.x}&FORMAT=image/png&{upper}",
+        f"/api-user/wmts/1.0.0/{layer}/default/GoogleMapsCompatible/{tile.z}/{tile.y}/{tile.x}.png"
+        f"?{upper}",
+        f"/api-user/wms?SERVICE=WMS&REQUEST=GetMap&VERSION=1.3.0&LAYERS={layer}&STYLES="
+        f"&CRS=EPSG:3857&BBOX={w},{s},{e},{n}&WIDTH=256&HEIGHT=256&FORMAT=image/png"
+        f"&TRANSPARENT=TRUE&{upper}",
+    ]
+    for url in urls:
+        r = client.get(url)
+        assert r.status_code == 200, (url, r.text)
+        assert np.array_equal(decode(r.content), expected), url
+    plain = client.get(urls[0].replace(f"&{params}", ""))
+    assert not np.array_equal(decode(plain.content), expected)
+    bad = client.get(urls[3].replace("viridis", "nope"))
+    assert bad.status_code == 400
+    assert "colormap_name" in bad.text

@@ -93,9 +93,11 @@ def test_raster_tilejson_describes_the_layer(app: TestClient, raster_dir: Path, 
     tj = r.json()
     assert set(tj) == {
         *("tilejson", "id", "name", "bounds", "center", "minzoom", "maxzoom"),
-        *("scheme", "tiles"),
+        *("scheme", "tiles", "rendering", "statistics"),
     }
     assert (tj["tilejson"], tj["id"], tj["scheme"]) == ("3.0.0", RGB_ID, "xyz")
+    assert tj["rendering"] is None  # 8-bit RGB: drawn by Mapnik as it always was
+    assert [band["band"] for band in tj["statistics"]] == [1, 2, 3]
     with rasterio.open(raster_dir / RGB) as ds:
         bounds = transform_bounds(ds.crs, "EPSG:4326", *ds.bounds, densify_pts=21)
     assert tj["bounds"] == pytest.approx(list(bounds), abs=1e-6)
