@@ -476,6 +476,31 @@ class RasterRendering(_Body):
     resampling: str | None = None
 
 
+class LegendEntry(_Body):
+    """A colour of a legend, and the value (or ``[min, max]``) it stands for."""
+
+    value: float | list[float] | None
+    color: str = Field(description="`#rrggbbaa`")
+
+
+class Legend(_Body):
+    """The legend of a raster layer's drawing."""
+
+    rendering: RasterRendering
+    kind: Literal["gradient", "classes", "intervals", "rgb", "gray"]
+    min: float | None = Field(description="A gradient's first value (null when not known)")
+    max: float | None = Field(description="A gradient's last value")
+    entries: list[LegendEntry]
+
+
+class PointValues(_Body):
+    """A raster layer's values at a point (TiTiler's ``/point``)."""
+
+    coordinates: list[float] = Field(description="[lon, lat]")
+    values: list[float | None] = Field(description="One per band or expression block")
+    band_names: list[str]
+
+
 class RasterTileJson(_TileJson):
     """A raster layer as TileJSON 3.0.0: its tiles in one language, format and scale;
     ``center`` is ``[lon, lat, zoom]``, ``maxzoom`` the layer's own zoom."""

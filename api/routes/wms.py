@@ -10,6 +10,7 @@ and errors are ``ServiceExceptionReport`` XML (:mod:`api.ows`).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Annotated, Literal
 from xml.etree import ElementTree as ET
 
@@ -17,9 +18,10 @@ import numpy as np
 from pydantic import Field
 from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import MemoryFile
+from rasterio.warp import transform
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from api.access import Rule
 from api.fields import AtMost, Box, Flag
@@ -35,9 +37,14 @@ from api.ows import (
     xml_response,
 )
 from api.rendering import RenderQuery
+from api.routes.raster_values import drawing_of
 from api.routes.tiles import image_response, render_box
 from api.services import services
+from shared.errors import NotFoundError
 from shared.params import parse_bbox
+from shared.raster.legend import legend_png
+from shared.raster.paths import MAX_ID_CHARS
+from shared.raster.point import point_values
 from shared.settings import TileSettings
 from shared.tiles.encoding import gdal_encode
 from shared.tiles.formats import TileFormat, TileVariant
@@ -62,8 +69,8 @@ class WmsQuery(RenderQuery):
     a raster layer drawn with TiTiler's rendering parameters when given (vendor parameters)."""
 
     SERVICE: Literal["WMS"] | None = Field(None, description="`WMS`")
-    REQUEST: Literal["GetCapabilities", "GetMap"] | None = Field(
-        None, description="The operation (required)"
+    REQUEST: Literal["GetCapabilities", "GetMap", "GetFeatureInfo", "GetLegendGraphic"] | None = (
+        Field(None, description="The operation (required)")
     )
     VERSION: str | None = Field(
         None, max_length=16, description="`1.3.0` (GetCapabilities: any, answered in 1.3.0)"
@@ -91,6 +98,23 @@ class WmsQuery(RenderQuery):
     TRANSPARENT: Flag = Field(False, description="GetMap: `TRUE`: transparent outside the data")
     BGCOLOR: str = Field(
         _WHITE, pattern=r"^0[xX][0-9A-Fa-f]{6}$", description="GetMap: the background, 0xRRGGBB"
+    )
+    QUERY_LAYERS: str | None = Field(
+        None,
+        max_length=2000,
+        pattern=r"^[A-Za-z0-9_,-]+$",
+        description="GetFeatureInfo: the layer queried (one, among `LAYERS`)",
+    )
+    INFO_FORMAT: Literal["application/json", "text/plain"] | None = Field(
+        None, description="GetFeatureInfo: the answer's format"
+    )
+    I: int | None = Field(None, ge=0, description="GetFeatureInfo: the pixel's column")  # noqa: E741
+    J: int | None = Field(None, ge=0, description="GetFeatureInfo: the pixel's row")
+    LAYER: str | None = Field(
+        None,
+        max_length=MAX_ID_CHARS,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="GetLegendGraphic: the layer",
     )
 
 
@@ -134,7 +158,7 @@ def _bounding_boxes(parent: ET.Element, footprint: list[float]) -> None:
 
 def _layer(parent: ET.Element, info: StyleInfo) -> None:
     layer = _wms(parent, "Layer")
-    layer.attrib.update({"queryable": "0", "opaque": "0"})
+    layer.attrib.update({"queryable": "1", "opaque": "0"})
     _wms(layer, "Name", info.style)
     _wms(layer, "Title", info.title)
     _geographic_box(layer, info.footprint)
@@ -161,6 +185,7 @@ def _capabilities(request: Request) -> Response:
     for name, formats in (
         ("GetCapabilities", ["text/xml"]),
         ("GetMap", [f.media_type for f in TileFormat]),
+        ("GetFeatureInfo", ["application/json", "text/plain"]),
     ):
         operation = _wms(operations, name)
         for media_type in formats:
@@ -201,10 +226,25 @@ def _over(image: bytes, background: str, tile_format: TileFormat, tiles: TileSet
     return gdal_encode("WEBP", opaque, QUALITY=tiles.webp_quality)
 
 
-async def _get_map(request: Request, query: WmsQuery) -> Response:
-    """A map of one layer (the BBOX render of ``rtile``)."""
+@dataclass(frozen=True)
+class _Map:
+    """What a GetMap (or the map of a GetFeatureInfo) asks: its layer, box, CRS and size."""
+
+    info: StyleInfo
+    bbox: tuple[float, float, float, float]
+    crs: str
+    size: tuple[int, int]
+
+    @property
+    def area(self) -> RenderArea:
+        return RenderArea(self.bbox, *self.size, srs=self.crs.lower())
+
+
+def _map_of(request: Request, query: WmsQuery) -> _Map:
+    """The map a request asks (``LAYERS``, ``STYLES``, ``CRS``, ``BBOX``, ``WIDTH``,
+    ``HEIGHT``), checked."""
     if query.VERSION not in (None, VERSION):
-        raise ogc_error(f"GetMap is WMS {VERSION}", "InvalidParameterValue", "VERSION")
+        raise ogc_error(f"{query.REQUEST} is WMS {VERSION}", "InvalidParameterValue", "VERSION")
     layers = needed(query.LAYERS, "LAYERS").split(",")
     if len(layers) != 1:
         raise ogc_error(
@@ -220,11 +260,18 @@ async def _get_map(request: Request, query: WmsQuery) -> Response:
         x0, y0, x1, y1 = y0, x0, y1, x1
     bbox = parse_bbox(f"{x0},{y0},{x1},{y1}", "BBOX", _CRSS[crs])
     size = (needed(query.WIDTH, "WIDTH"), needed(query.HEIGHT, "HEIGHT"))
-    tile_format = _FORMATS[needed(query.FORMAT, "FORMAT")]
     info = layer_info(request, layers[0], "LAYERS")
+    return _Map(info, (bbox[0], bbox[1], bbox[2], bbox[3]), _CRSS[crs], size)
+
+
+async def _get_map(request: Request, query: WmsQuery) -> Response:
+    """A map of one layer (the BBOX render of ``rtile``)."""
+    asked = _map_of(request, query)
+    tile_format = _FORMATS[needed(query.FORMAT, "FORMAT")]
+    info = asked.info
     style, rendering = info.style, query.rendering(info.band_count)
     tiles = services(request).settings.tiles
-    area = RenderArea(bbox, *size, srs=_CRSS[crs].lower())
+    area = asked.area
     lang = services(request).settings.default_lang
     names = ("WIDTH", "HEIGHT")
     background = query.BGCOLOR.upper().replace("0X", "0x")
@@ -241,16 +288,69 @@ async def _get_map(request: Request, query: WmsQuery) -> Response:
     return image_response(request, data, tile_format, "MISS", tiles.max_age_s, etag_of(data))
 
 
+async def _get_feature_info(request: Request, query: WmsQuery) -> Response:
+    """The values of the layer at pixel ``I``, ``J`` of the map (the pixel's centre), as
+    ``/rtile/{style}/point`` gives them: JSON, or ``band=value`` lines of text."""
+    asked = _map_of(request, query)
+    queried = needed(query.QUERY_LAYERS, "QUERY_LAYERS")
+    if queried != asked.info.style:
+        raise ogc_error(
+            "QUERY_LAYERS must be the layer of LAYERS", "LayerNotQueryable", "QUERY_LAYERS"
+        )
+    info_format = needed(query.INFO_FORMAT, "INFO_FORMAT")
+    i, j = needed(query.I, "I"), needed(query.J, "J")
+    width, height = asked.size
+    if i >= width or j >= height:
+        name = "I" if i >= width else "J"
+        raise ogc_error(f"{name} is outside the map", "InvalidPoint", name)
+    x0, y0, x1, y1 = asked.bbox
+    x = x0 + (i + 0.5) * (x1 - x0) / width
+    y = y1 - (j + 0.5) * (y1 - y0) / height
+    lons, lats = transform(asked.crs, "EPSG:4326", [x], [y])
+    source = asked.info.source
+    if source is None:
+        raise ogc_error("the layer is not queryable", "LayerNotQueryable", "QUERY_LAYERS")
+    rendering = query.rendering(asked.info.band_count)
+    try:
+        found = await run_in_threadpool(point_values, source, lons[0], lats[0], rendering)
+    except NotFoundError:
+        found = {"coordinates": [lons[0], lats[0]], "values": [], "band_names": []}
+    found["layer"] = asked.info.style
+    if info_format == "application/json":
+        return JSONResponse(found)
+    lines = [f"Layer '{asked.info.style}'"]
+    lines += [f"  {n} = {v}" for n, v in zip(found["band_names"], found["values"], strict=True)]
+    return Response("\n".join(lines) + "\n", media_type="text/plain")
+
+
+async def _get_legend_graphic(request: Request, query: WmsQuery) -> Response:
+    """The legend of a layer as a PNG (``/rtile/{style}/legend.png``'s)."""
+    if needed(query.FORMAT, "FORMAT") != "image/png":
+        raise ogc_error("a legend is image/png", "InvalidFormat", "FORMAT")
+    info = layer_info(request, needed(query.LAYER, "LAYER"), "LAYER")
+    data = await run_in_threadpool(legend_png, drawing_of(info, query), info.statistics)
+    return Response(data, media_type="image/png", headers={"Cache-Control": "no-cache"})
+
+
 async def get_wms(request: Request, query: WmsQuery) -> Response:
-    """WMS 1.3.0 in KVP: ``GetCapabilities`` and ``GetMap``.
+    """WMS 1.3.0 in KVP: ``GetCapabilities``, ``GetMap``, ``GetFeatureInfo`` and
+    ``GetLegendGraphic``.
 
     ``GetCapabilities`` (any ``VERSION``: answered in 1.3.0) lists every raster layer the
     caller may see (anonymous callers: the public ones), its URLs carrying ``api_key`` when the
     request did. ``GetMap`` draws one layer in ``EPSG:3857``, ``EPSG:4326`` or ``CRS:84`` within
-    the BBOX render's limits. Parameter names in any case; errors as ``ServiceExceptionReport``.
+    the BBOX render's limits. ``GetFeatureInfo`` gives the raster's values at a pixel of such a
+    map (``INFO_FORMAT`` ``application/json`` or ``text/plain``), ``GetLegendGraphic`` the
+    layer's legend (``image/png``). TiTiler's rendering parameters draw, query and explain the
+    layer as on ``rtile``. Parameter names in any case; errors as ``ServiceExceptionReport``.
     """
-    if needed(query.REQUEST, "REQUEST") == "GetCapabilities":
+    operation = needed(query.REQUEST, "REQUEST")
+    if operation == "GetCapabilities":
         return _capabilities(request)
+    if operation == "GetFeatureInfo":
+        return await _get_feature_info(request, query)
+    if operation == "GetLegendGraphic":
+        return await _get_legend_graphic(request, query)
     return await _get_map(request, query)
 
 
@@ -261,7 +361,7 @@ ENDPOINTS = [
     _endpoint(
         "/wms",
         get_wms,
-        rule=Rule(None, layers=("LAYERS",), public=True),
+        rule=Rule(None, layers=("LAYERS", "QUERY_LAYERS", "LAYER"), public=True),
         budget="tiles",
         query=WmsQuery,
         answer={

@@ -38,6 +38,7 @@ __all__ = [
     "RENDER_PARAMETERS",
     "Colour",
     "Rendering",
+    "effective_rendering",
     "parse_rendering",
     "rendering_from_json",
 ]
@@ -217,6 +218,15 @@ class Rendering:
             colormap=self.colormap or (() if self.colormap_name else default.colormap),
             resampling=self.resampling or default.resampling,
         )
+
+
+def effective_rendering(asked: Rendering, own: Rendering | None) -> Rendering:
+    """How a layer whose own rendering is ``own`` (None: drawn as imagery) is drawn when
+    ``asked``: nothing asked, its own; else what was asked, the layer's where it chose nothing
+    (:meth:`Rendering.with_defaults`)."""
+    if own is None:
+        return asked
+    return own if asked.empty else asked.with_defaults(own)
 
 
 def _num(value: float) -> str:

@@ -36,6 +36,8 @@ class StyleInfo:
     rendering: dict[str, Any] | None = None
     #: the statistics of a raster layer's bands
     statistics: list[dict[str, Any]] = field(default_factory=list)
+    #: a raster layer's source (its file, or a folder's mosaic), None for a style of vectors
+    source: Path | None = None
 
     @property
     def title(self) -> str:
@@ -130,6 +132,8 @@ def read_style(mapnik_dir: Path, style: str) -> StyleInfo:
     srs = layer.get("srs") if layer is not None else None
     rendering = json.loads(params["rendering"]) if params.get("rendering") else None
     statistics = json.loads(params["statistics"]) if params.get("statistics") else []
-    info = StyleInfo(style, path, mtime, bounds, zoom, srs, rendering, statistics)
+    source = root.find("Layer[@name='raster']/Datasource/Parameter[@name='file']")
+    raster = (path.parent / source.text).resolve() if source is not None and source.text else None
+    info = StyleInfo(style, path, mtime, bounds, zoom, srs, rendering, statistics, raster)
     _cache[style] = info
     return info

@@ -194,6 +194,30 @@ CONFIG_STAGES = [
 ]
 
 
+def rgb_statistics(path: Path) -> list[dict[str, float]]:
+    """Each band's statistics of the whole raster (it is smaller than the sample read), the
+    black corners (nodata 0) left out."""
+    with rasterio.open(path) as ds:
+        data = ds.read(masked=True)
+    found = []
+    for band in data:
+        valid = band.compressed().astype(float)
+        p2, median, p98 = np.percentile(valid, [2, 50, 98])
+        found.append(
+            {
+                "min": valid.min(),
+                "max": valid.max(),
+                "mean": float(f"{valid.mean():.6g}"),
+                "std": float(f"{valid.std():.6g}"),
+                "median": median,
+                "percentile_2": p2,
+                "percentile_98": p98,
+                "valid_percent": round(100 * valid.size / band.size, 2),
+            }
+        )
+    return found
+
+
 def assert_stages(lines: list[str]) -> None:
     """Each stage of spec section 6 appears, in order (a stage may have several lines)."""
     position = 0
@@ -232,6 +256,15 @@ def test_configure_a_file_layer(
             )
         },
         "tilejson": f"/api-user/rtile/{layer}/tilejson.json?lang=en",
+        "rendering": None,  # 8-bit RGB: Mapnik draws it as it always has
+        "statistics": [
+            {
+                "band": band,
+                "dtype": "uint8",
+                **{key: pytest.approx(value) for key, value in stats.items()},
+            }
+            for band, stats in enumerate(rgb_statistics(raster_dir / RGB), start=1)
+        ],
     }
     for name, template in body["urls"].items():  # each advertised template answers its format
         tile = client.get(template.format(z=8, x=72, y=110) + "?nocache=1")

@@ -15,6 +15,7 @@ import pytest
 import rasterio
 import redis
 from rasterio.enums import ColorInterp
+from rio_tiler.colormap import cmap
 from starlette.testclient import TestClient
 
 from shared.raster.paths import encode_id
@@ -292,8 +293,6 @@ def test_an_ndvi_expression_and_a_saved_rendering(
         window = ds.read(window=((512, 768), (256, 512))).astype(float)
     expected = (window[3] - window[2]) / (window[3] + window[2])
     index = np.clip((expected + 1) * 127.5, 0, 255).astype(int)
-    from rio_tiler.colormap import cmap
-
     table = np.array([cmap.get("rdylgn")[i] for i in range(256)])
     assert np.abs(image[:3].astype(int) - np.moveaxis(table[index][..., :3], -1, 0)).max() <= 8
 
@@ -414,3 +413,96 @@ def test_every_tile_route_draws_with_the_parameters(
     bad = client.get(urls[3].replace("viridis", "nope"))
     assert bad.status_code == 400
     assert "colormap_name" in bad.text
+
+
+def gdal_values(src: Path, lon: float, lat: float) -> list[float]:
+    """``gdallocationinfo -valonly -wgs84``: the values of every band at a point."""
+    args = ["gdallocationinfo", "-valonly", "-wgs84", str(src), repr(float(lon)), repr(float(lat))]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return [float(v) for v in out.split()]
+
+
+@pytest.mark.worker
+def test_values_at_a_point_are_gdallocationinfo_s(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
+) -> None:
+    configured(client, U16)
+    configured(client, DEM)
+    w, s, e, n = ZONE.bounds_4326()
+    rng = np.random.default_rng(3)
+    for lon, lat in zip(rng.uniform(w, e, 12), rng.uniform(s, n, 12), strict=True):
+        r = client.get(f"/api-user/rtile/{encode_id(U16)}/point/{lon},{lat}")
+        assert r.status_code == 200, r.text
+        found = r.json()
+        expected = gdal_values(rasters / U16, lon, lat)
+        assert found["band_names"] == ["b1", "b2", "b3", "b4"]
+        assert found["values"] == [None if v == 0 else v for v in expected]
+        ndvi = client.get(
+            f"/api-user/rtile/{encode_id(U16)}/point/{lon},{lat}?expression=(b4-b3)/(b4%2Bb3)"
+        ).json()
+        b3, b4 = expected[2], expected[3]
+        assert ndvi["band_names"] == ["(b4-b3)/(b4+b3)"]
+        assert ndvi["values"][0] == pytest.approx((b4 - b3) / (b4 + b3), abs=1e-6)
+        height = client.get(f"/api-user/rtile/{encode_id(DEM)}/point/{lon},{lat}").json()
+        (value,) = gdal_values(rasters / DEM, lon, lat)
+        expected_height = None if value == NODATA or np.isnan(value) else value
+        assert height["values"] == [pytest.approx(expected_height)]
+    hole = client.get(f"/api-user/rtile/{encode_id(DEM)}/point/{w + 1e-5},{n - 1e-5}").json()
+    assert hole["values"] == [None]  # nodata
+    outside = client.get(f"/api-user/rtile/{encode_id(DEM)}/point/{e + 1},{n}")
+    assert outside.status_code == 404
+    assert client.get(f"/api-user/rtile/{encode_id(DEM)}/point/200,10").status_code == 400
+
+    # WMS GetFeatureInfo at the centre of a map's pixel: the same values
+    tile = child(ZONE, 2, 1, 1)
+    tw, ts, te, tn = tile.bounds_3857()
+    i, j = 100, 37
+    url = (
+        f"/api-user/wms?SERVICE=WMS&REQUEST=GetFeatureInfo&VERSION=1.3.0&LAYERS={encode_id(DEM)}"
+        f"&QUERY_LAYERS={encode_id(DEM)}&STYLES=&CRS=EPSG:3857&BBOX={tw},{ts},{te},{tn}"
+        f"&WIDTH=256&HEIGHT=256&I={i}&J={j}&INFO_FORMAT=application/json"
+    )
+    r = client.get(url)
+    assert r.status_code == 200, r.text
+    lon, lat = r.json()["coordinates"]
+    x = tw + (i + 0.5) * (te - tw) / 256
+    assert lon == pytest.approx(np.degrees(x / 6378137), abs=1e-9)
+    assert r.json()["values"] == [pytest.approx(gdal_values(rasters / DEM, lon, lat)[0])]
+    text = client.get(url.replace("application/json", "text/plain"))
+    assert text.headers["content-type"].startswith("text/plain")
+    assert f"b1 = {r.json()['values'][0]}" in text.text
+    bad = client.get(url.replace("&I=100", "&I=300"))
+    assert bad.status_code == 400
+
+
+@pytest.mark.worker
+def test_legends_follow_the_drawing(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
+) -> None:
+    configured(client, CLASSES)
+    configured(client, DEM)
+    classes = client.get(f"/api-user/rtile/{encode_id(CLASSES)}/legend.json").json()
+    assert classes["kind"] == "classes"
+    assert [e["value"] for e in classes["entries"]] == [0, 1, 2, 3]
+    assert classes["entries"][2]["color"] == "#0082c8ff"
+    swatches = decode(client.get(f"/api-user/rtile/{encode_id(CLASSES)}/legend.png").content)
+    assert tuple(swatches[:, 8, 2 * 16 + 8]) == PALETTE[2]
+
+    gray = client.get(f"/api-user/rtile/{encode_id(DEM)}/legend.json").json()
+    assert gray["kind"] == "gradient"
+    assert gray["entries"][0]["color"] == "#000000ff"
+    assert gray["min"] < 400 < 2000 < gray["max"]  # the layer's own 2-98 % stretch
+    query = "?rescale=300,2300&colormap_name=viridis"
+    viridis = client.get(f"/api-user/rtile/{encode_id(DEM)}/legend.json{query}").json()
+    assert (viridis["min"], viridis["max"]) == (300, 2300)
+    last = cmap.get("viridis")[255]
+    assert viridis["entries"][-1] == {"value": 2300, "color": "#" + bytes(last).hex()}
+    bar = decode(client.get(f"/api-user/rtile/{encode_id(DEM)}/legend.png{query}").content)
+    assert bar.shape == (4, 16, 256)
+    assert tuple(bar[:, 8, 255]) == tuple(last)
+    wms = client.get(
+        f"/api-user/wms?SERVICE=WMS&REQUEST=GetLegendGraphic&VERSION=1.3.0&LAYER={encode_id(DEM)}"
+        f"&FORMAT=image/png&{query[1:]}"
+    )
+    assert wms.status_code == 200
+    assert np.array_equal(decode(wms.content), bar)
