@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -506,3 +507,25 @@ def test_legends_follow_the_drawing(
     )
     assert wms.status_code == 200
     assert np.array_equal(decode(wms.content), bar)
+
+
+@pytest.mark.worker
+def test_terrain_rgb_agrees_with_the_height_route(
+    client: TestClient, rasters: Path, settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    """The elevation a MapLibre ``raster-dem`` source decodes from our terrain-RGB tile is the
+    one ``GET /height`` answers from the same DEM (in ``map/dem``), to 0.1 m."""
+    configured(client, DEM)
+    settings.dirs.dem.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(rasters / DEM, settings.dirs.dem / "dem-f32.tif")
+    tile = child(ZONE, 2, 1, 1)  # the source's own grid: a tile's pixel is a source pixel
+    image = tile_of(client, DEM, tile, "?algorithm=terrainrgb&resampling=nearest").astype(float)
+    decoded = -10000 + (image[0] * 65536 + image[1] * 256 + image[2]) * 0.1
+    w, s, e, n = tile.bounds_3857()
+    for col, row in [(10, 20), (128, 128), (200, 31), (250, 250)]:
+        x, y = w + (col + 0.5) * (e - w) / 256, n - (row + 0.5) * (n - s) / 256
+        lon, lat = np.degrees(x / 6378137), np.degrees(np.arctan(np.sinh(y / 6378137)))
+        r = client.get("/api-user/height", params={"x": lon, "y": lat})
+        assert r.status_code == 200, r.text
+        (result,) = r.json()["results"]
+        assert abs(result["elevation"] - decoded[row, col]) <= 0.1, (col, row)
