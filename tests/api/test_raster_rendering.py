@@ -11,9 +11,11 @@ import subprocess
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+import morecantile
 import numpy as np
 import pytest
 import rasterio
+import rasterio.warp
 import redis
 from rasterio.enums import ColorInterp
 from rio_tiler.colormap import cmap
@@ -529,3 +531,55 @@ def test_terrain_rgb_agrees_with_the_height_route(
         assert r.status_code == 200, r.text
         (result,) = r.json()["results"]
         assert abs(result["elevation"] - decoded[row, col]) <= 0.1, (col, row)
+
+
+UTM = "render/utm-f32.tif"
+
+
+def shift(ours: np.ndarray, ref: np.ndarray, valid: np.ndarray) -> tuple[float, float]:
+    """The sub-pixel shift (columns, rows) of ``ours`` from ``ref`` where ``valid``, by least
+    squares on the gradient of ``ref`` (first-order: exact for shifts well under a pixel)."""
+    gy, gx = np.gradient(np.where(valid, ref, 0))
+    inner = valid.copy()
+    inner[:2], inner[-2:], inner[:, :2], inner[:, -2:] = False, False, False, False
+    inner &= np.roll(valid, 1, 0) & np.roll(valid, -1, 0) & np.roll(valid, 1, 1)
+    inner &= np.roll(valid, -1, 1)
+    a = np.stack([gx[inner], gy[inner]], axis=1)
+    (dx, dy), *_ = np.linalg.lstsq(a, -(ours - ref)[inner], rcond=None)
+    return float(dx), float(dy)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("z", [9, 10, 11])
+def test_tiles_sample_the_source_where_gdalwarp_does_across_tile_edges(
+    client: TestClient, raster_dir: Path, worker: subprocess.Popen[bytes], tmp_path: Path, z: int
+) -> None:
+    """A raster in UTM (reprojected for every tile): two neighbouring tiles at several zooms are
+    each within 0.1 px of GDAL's warp of the same tile, so they meet without a jump."""
+    if not (raster_dir / UTM).exists():
+        x = np.arange(800, dtype=np.float64)
+        y = x[:, None]
+        data = 1000 + 400 * np.sin(x / 23) * np.cos(y / 31) + 200 * np.sin((x + 2 * y) / 17)
+        bounds = (600000.0, 5100000.0, 600000.0 + 800 * 150, 5100000.0 + 800 * 150)
+        write_raster(raster_dir / UTM, data[np.newaxis].astype(np.float32), bounds, "EPSG:32632")
+    configured(client, UTM)
+    with rasterio.open(raster_dir / UTM) as ds:
+        w, s, e, n = rasterio.warp.transform_bounds(ds.crs, "EPSG:4326", *ds.bounds)
+    centre = morecantile.tms.get("WebMercatorQuad").tile((w + e) / 2, (s + n) / 2, z)
+    query = "?rescale=200,1800&resampling=bilinear&nocache=1"
+    for dx in (0, 1):
+        tile = TileAddress(z, centre.x + dx, centre.y)
+        image = tile_of(client, UTM, tile, query)
+        ours = image[0].astype(float)
+        warped = gdalwarp(raster_dir / UTM, tile, tmp_path / "ref.tif", "bilinear")
+        with rasterio.open(warped) as ds:
+            ref = np.clip((ds.read(1) - 200) * 255 / 1600, 0, 255)
+        valid = np.isfinite(ref) & (image[3] == 255)
+        assert valid.mean() > 0.2, tile
+        assert np.abs(ours - ref)[valid].mean() < 0.6, tile
+        moved_x, moved_y = shift(ours, ref, valid)
+        assert abs(moved_x) <= 0.1, (tile, moved_x)
+        assert abs(moved_y) <= 0.1, (tile, moved_y)
+    # the measure sees a shift: the reference moved by a third of a pixel is seen so
+    third = np.roll(ref, 1, axis=1) * (1 / 3) + ref * (2 / 3)
+    assert shift(third, ref, valid)[0] == pytest.approx(1 / 3, abs=0.08)
