@@ -309,12 +309,15 @@ def _colour(
     if rendering.expression:
         values = _evaluate(rendering, bands, data)
     if rendering.algorithm:
+        inner = values[0, buffer : values.shape[1] - buffer, buffer : values.shape[2] - buffer]
+        has_data = np.isfinite(inner)  # an encoding (terrain-RGB) is finite everywhere
         values = _algorithm(rendering, values[0], area, buffer)
+        values[:, ~has_data] = np.nan
         if alpha is not None:
             alpha = alpha[buffer : alpha.shape[0] - buffer, buffer : alpha.shape[1] - buffer]
     valid = np.isfinite(values).all(axis=0)
     if rendering.algorithm in ("terrainrgb", "terrarium"):
-        rgb = values.astype(np.uint8)
+        rgb = np.nan_to_num(values).astype(np.uint8)
     elif rendering.colormap_name or rendering.colormap:
         single = values[0]
         if rendering.colormap_name or rendering.rescale:

@@ -583,3 +583,54 @@ def test_tiles_sample_the_source_where_gdalwarp_does_across_tile_edges(
     # the measure sees a shift: the reference moved by a third of a pixel is seen so
     third = np.roll(ref, 1, axis=1) * (1 / 3) + ref * (2 / 3)
     assert shift(third, ref, valid)[0] == pytest.approx(1 / 3, abs=0.08)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize(
+    ("dtype", "count"),
+    [
+        ("uint16", 1),
+        ("int16", 1),
+        ("uint32", 3),
+        ("int32", 2),
+        ("float32", 4),
+        ("float64", 5),
+        ("uint8", 2),
+        ("uint8", 5),
+    ],
+)
+def test_every_data_type_draws_neither_blank_nor_saturated(
+    client: TestClient,
+    raster_dir: Path,
+    worker: subprocess.Popen[bytes],
+    tmp_path: Path,
+    dtype: str,
+    count: int,
+) -> None:
+    """Whatever the type and band count: the default tile is neither blank nor saturated, and
+    each channel follows the band it draws (correlated with GDAL's warp of the source)."""
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    low, high = (info.min / 2, info.max / 2) if info else (-5e5, 3e6)
+    if info and np.dtype(dtype).kind == "u":
+        low = info.max / 8
+    waves = [low + (high - low) * (0.5 + 0.45 * _waves(512, b)) / 1.4 for b in range(count)]
+    rel = f"render/types/{dtype}-{count}.tif"
+    nodata = (0 if np.dtype(dtype).kind == "u" else info.min) if info else -1e30
+    write_raster(raster_dir / rel, np.stack(waves).astype(dtype), ZONE.bounds_3857(), nodata=nodata)
+    result = configured(client, rel)
+    assert result["rendering"] is not None
+    bands = [int(b) for b in result["rendering"]["bidx"]]  # type: ignore[index]
+    assert bands == ([1, 2, 3] if count >= 3 else [1])
+    tile = child(ZONE, 1, 1, 0)  # 256 source pixels
+    image = tile_of(client, rel, tile, "?nocache=1")
+    assert (image[3] == 255).all()
+    rgb = image[:3].astype(float)
+    assert 5 < rgb.mean() < 250
+    assert (rgb == 0).mean() < 0.1  # the 2-98 % cut: a few pixels at each end only
+    assert (rgb == 255).mean() < 0.1
+    with rasterio.open(gdalwarp(raster_dir / rel, tile, tmp_path / "ref.tif", "near")) as ds:
+        source = ds.read()
+    drawn = rgb if len(bands) == 3 else rgb[:1]
+    for channel, band in zip(drawn, bands, strict=True):
+        r = np.corrcoef(channel.ravel(), source[band - 1].ravel())[0, 1]
+        assert r > 0.95, (dtype, count, band, r)

@@ -25,8 +25,7 @@ Tolerances, and what was measured (GDAL 3.10 in rasterio 1.4, rio-tiler 9.4, tit
   the encoding apart (0.1 m; 1/256 m); measured: one step in 0.4 % of the pixels (terrain-RGB),
   in 48 to 50 % (Terrarium: ours adds 32768 in float32, whose steps are then 1/256: it rounds
   where TiTiler, in float64, truncates). Where there is no data (nodata, outside the raster)
-  ours is opaque and says 0 m, TiTiler's is transparent:
-  :func:`test_terrain_rgb_is_transparent_where_there_is_no_data`, an xfail (a bug of ours).
+  both are transparent (:func:`test_terrain_rgb_is_transparent_where_there_is_no_data`).
 - hillshade: comparable once four differences by design are undone, see
   :func:`test_hillshade_is_titiler_s_with_the_light_turned_by_90_degrees`.
 """
@@ -296,13 +295,6 @@ def test_a_dem_encoded_decodes_to_titiler_s_heights(
         assert error.max() <= step * 1.001, (tile, error.max())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="terrain-RGB and Terrarium are opaque (0 m) where the DEM has no data or there is "
-    "none (outside it); TiTiler's are transparent there, as the other renderings of ours: "
-    "shared/raster/draw.py _colour takes validity from the encoded values, and _algorithm "
-    "encodes np.nan_to_num(band)",
-)
 @pytest.mark.parametrize("algorithm", ["terrainrgb", "terrarium"])
 def test_terrain_rgb_is_transparent_where_there_is_no_data(
     client: TestClient, titiler: TestClient, rasters: dict[str, Path], algorithm: str
