@@ -367,10 +367,14 @@ class TileSettings(Concern):
         default=1,
         ge=1,
         description="BBOX renders larger than a tile at once per API process (keep it below the "
-        "render processes, so tiles always have one); past it `503` with `Retry-After`",
+        "render processes, so tiles always have one); the others wait their turn, in order, "
+        "within `MAPSVC_RENDER_QUEUE_MAX` and `MAPSVC_RENDER_TIMEOUT_S`",
     )
     render_timeout_s: float = Field(
-        default=30.0, gt=0, description="Longest wait for one render; then `503` with `Retry-After`"
+        default=30.0,
+        gt=0,
+        description="Longest wait for one render (its turn included); then `503` with"
+        " `Retry-After`",
     )
     render_warm_up: bool = Field(
         default=True,

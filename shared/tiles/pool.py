@@ -1,10 +1,12 @@
 """A bounded pool of render processes, each keeping its loaded maps (Mapnik holds the GIL).
 
 Admission control keeps the pool's queue bounded: at most ``max_queue`` renders wait or run
-in one API process, and at most ``max_large`` of them are larger than a tile (BBOX renders), so
-that big renders never hold ordinary tiles up for long. A render past either bound is refused at
-once (503 with ``Retry-After``); a render that takes longer than ``timeout_s`` answers 503 too,
-and keeps its place in the queue until its process is done with it (the work stays bounded).
+in one API process, and at most ``max_large`` of them larger than a tile (BBOX renders) run at
+once, so that big renders never hold ordinary tiles up for long: the others wait their turn, in
+order, within the queue's places. A render past the queue is refused at once (503 with
+``Retry-After``); a render that has not ended ``timeout_s`` after it was asked (its wait for a
+turn included) answers 503 too, and keeps its place in the queue until its process is done with
+it (the work stays bounded).
 """
 
 from __future__ import annotations
@@ -101,15 +103,13 @@ class RenderPool:
         #: renders waiting or running, all and larger than a tile
         self.pending = 0
         self.pending_large = 0
+        self._large_turns: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     def _admit(self, large: bool) -> None:
         """Take a place in the queue, or refuse the render when the queue is full."""
-        if self.pending >= self.limits.max_queue or (
-            large and self.pending_large >= self.limits.max_large
-        ):
-            kind = "large renders" if large else "renders"
+        if self.pending >= self.limits.max_queue:
             raise UnavailableError(
-                f"too many {kind} in progress; try again shortly",
+                "too many renders in progress; try again shortly",
                 retry_after_s=1,
                 pending=self.pending,
             )
@@ -117,10 +117,19 @@ class RenderPool:
         self.pending_large += large
         RENDER_QUEUE.inc()
 
-    def _release(self, large: bool) -> None:
+    def _release(self, large: bool, turn: bool) -> None:
         self.pending -= 1
         self.pending_large -= large
         RENDER_QUEUE.dec()
+        if turn:
+            self._turns().release()
+
+    def _turns(self) -> asyncio.Semaphore:
+        """The turns of large renders (``max_large`` at once), of the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._large_turns is None or self._large_turns[0] is not loop:
+            self._large_turns = (loop, asyncio.Semaphore(self.limits.max_large))
+        return self._large_turns[1]
 
     def _pool(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -167,10 +176,24 @@ class RenderPool:
         """
         large = area.width * area.height > self._tile_pixels * area.scale**2
         self._admit(large)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.timeout_s
+        if large:  # its turn: at most max_large at once, the others wait in order
+            try:
+                await asyncio.wait_for(self._turns().acquire(), self.limits.timeout_s)
+            except BaseException as exc:
+                self._release(large, turn=False)
+                if isinstance(exc, TimeoutError):
+                    raise UnavailableError(
+                        f"a large render waited longer than {self.limits.timeout_s:g} s for its"
+                        " turn; try again shortly",
+                        retry_after_s=self.limits.timeout_s,
+                    ) from None
+                raise
         job = asyncio.ensure_future(self._run(style, lang, area, codec, rendering))
-        job.add_done_callback(lambda _: self._release(large))
+        job.add_done_callback(lambda _: self._release(large, turn=large))
         try:
-            return await asyncio.wait_for(asyncio.shield(job), self.limits.timeout_s)
+            return await asyncio.wait_for(asyncio.shield(job), max(0.0, deadline - loop.time()))
         except TimeoutError:
             # the process goes on with it (a process cannot be stopped mid-render) and the
             # render keeps its place in the queue until then

@@ -339,9 +339,39 @@ async def test_the_render_queue_is_bounded(settings: Settings, hostile_layers: l
     finally:
         pool.close()
     refused = [r for r in results if isinstance(r, UnavailableError)]
-    # one large render and two tiles get in (three places); the rest are refused at once
-    assert [isinstance(r, UnavailableError) for r in results] == [False, True, False, False, True]
+    # the two large renders (one at a time, the second waiting its turn) and a tile take the
+    # three places; the other tiles are refused at once
+    assert [isinstance(r, UnavailableError) for r in results] == [False, False, False, True, True]
     assert all(r.detail["retry_after_s"] == 1 for r in refused)
+    assert (pool.pending, pool.pending_large) == (0, 0)
+
+
+@pytest.mark.anyio
+async def test_large_renders_wait_their_turn_within_the_timeout(
+    settings: Settings, hostile_layers: list[str]
+) -> None:
+    """Eight large maps at once all get drawn, one after another (none refused); a wait for a
+    turn past the timeout is 503, and frees its place."""
+    layer = hostile_layers[1]
+    bbox = (-8700000.0, 2700000.0, -8500000.0, 2900000.0)
+    pool = RenderPool(settings.dirs.mapnik, 2, limits=RenderLimits(16, 1, timeout_s=120))
+    try:
+        maps = [pool.render(layer, "en", RenderArea(bbox, 1024, 768)) for _ in range(8)]
+        results = await asyncio.gather(*maps, return_exceptions=True)
+        assert not [r for r in results if isinstance(r, BaseException)]
+        assert len({r.data for r in results if not isinstance(r, BaseException)}) == 1
+        pool.limits = RenderLimits(16, 1, timeout_s=0.5)
+        slow = [pool.render(layer, "en", RenderArea(bbox, 4096, 4096)) for _ in range(3)]
+        late = await asyncio.gather(*slow, return_exceptions=True)
+        for _ in range(600):  # a render given up on keeps its place until its process is done
+            if not pool.pending:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        pool.close()
+    waited = [r for r in late if isinstance(r, UnavailableError)]
+    assert waited
+    assert any("for its turn" in str(r) or "longer than" in str(r) for r in waited)
     assert (pool.pending, pool.pending_large) == (0, 0)
 
 
