@@ -45,6 +45,7 @@ from shared.params import Bbox, parse_bbox, parse_time_or_age
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
 from shared.raster.rendering import Rendering
 from shared.tiles.coverage import Coverage
+from shared.tiles.encoder import Background
 from shared.tiles.encoding import Encoding
 from shared.tiles.formats import (
     RETINA,
@@ -231,10 +232,12 @@ async def render_box(
     variant: TileVariant,
     names: tuple[str, str] = ("width", "height"),
     rendering: Rendering | None = None,
+    background: Background | None = None,
 ) -> bytes:
     """A render of ``area`` (its size at scale 1: twice each side for ``@2x``) in ``variant``,
     within ``MAPSVC_TILE_MAX_SIZE`` a side and ``MAPSVC_RENDER_MAX_PIXELS``; ``names``: the
-    parameters of its width and height, which a refusal names."""
+    parameters of its width and height, which a refusal names; drawn with ``rendering`` and
+    over ``background`` when given."""
     svc = services(request)
     tiles = svc.settings.tiles
     side_max = tiles.max_size // variant.scale
@@ -254,7 +257,7 @@ async def render_box(
     scaled = RenderArea(area.bbox, width, height, area.srs, variant.scale)
     codec = Encoding.from_settings(tiles).codec(variant.format)
     drawn = rendering if rendering is not None and not rendering.empty else None
-    return (await svc.tiles.pool.render(style, lang, scaled, codec, drawn)).data
+    return (await svc.tiles.pool.render(style, lang, scaled, codec, drawn, background)).data
 
 
 async def _bbox_render(

@@ -9,15 +9,11 @@ and errors are ``ServiceExceptionReport`` XML (:mod:`api.ows`).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Annotated, Literal
 from xml.etree import ElementTree as ET
 
-import numpy as np
 from pydantic import Field
-from rasterio.errors import NotGeoreferencedWarning
-from rasterio.io import MemoryFile
 from rasterio.warp import transform
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -45,8 +41,6 @@ from shared.params import parse_bbox
 from shared.raster.legend import legend_png
 from shared.raster.paths import MAX_ID_CHARS
 from shared.raster.point import point_values
-from shared.settings import TileSettings
-from shared.tiles.encoding import gdal_encode
 from shared.tiles.formats import TileFormat, TileVariant
 from shared.tiles.grid import TMS, RenderArea
 from shared.tiles.store import etag_of
@@ -206,26 +200,6 @@ def _capabilities(request: Request) -> Response:
     return xml_response(root, "text/xml")
 
 
-def _over(image: bytes, background: str, tile_format: TileFormat, tiles: TileSettings) -> bytes:
-    """A PNG render drawn over the colour ``background`` (``0xRRGGBB``), encoded in
-    ``tile_format`` as the tiles are (``MAPSVC_JPEG_QUALITY``, ``MAPSVC_WEBP_*``): no alpha."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # an image, not a raster
-        with MemoryFile(image) as mem, mem.open() as ds:
-            pixels = ds.read().astype(np.float32)
-    colour = np.array([int(background[i : i + 2], 16) for i in (2, 4, 6)], np.float32)
-    alpha = pixels[3:4] / 255 if len(pixels) == 4 else np.ones_like(pixels[:1])
-    rgb = pixels[:3] * alpha + colour[:, np.newaxis, np.newaxis] * (1 - alpha)
-    opaque = np.rint(rgb).astype(np.uint8)
-    if tile_format is TileFormat.PNG:
-        return gdal_encode("PNG", opaque, ZLEVEL=1)
-    if tile_format is TileFormat.JPEG:
-        return gdal_encode("JPEG", opaque, QUALITY=tiles.jpeg_quality)
-    if tiles.webp_lossless:
-        return gdal_encode("WEBP", opaque, LOSSLESS="TRUE")
-    return gdal_encode("WEBP", opaque, QUALITY=tiles.webp_quality)
-
-
 @dataclass(frozen=True)
 class _Map:
     """What a GetMap (or the map of a GetFeatureInfo) asks: its layer, box, CRS and size."""
@@ -274,17 +248,15 @@ async def _get_map(request: Request, query: WmsQuery) -> Response:
     area = asked.area
     lang = services(request).settings.default_lang
     names = ("WIDTH", "HEIGHT")
-    background = query.BGCOLOR.upper().replace("0X", "0x")
-    if (tile_format.has_alpha and not query.TRANSPARENT) or (
-        not tile_format.has_alpha and background != _WHITE
-    ):
-        png = await render_box(
-            request, style, lang, area, TileVariant(TileFormat.PNG), names, rendering
-        )
-        data = await run_in_threadpool(_over, png, background, tile_format, tiles)
-    else:
-        variant = TileVariant(tile_format)
-        data = await render_box(request, style, lang, area, variant, names, rendering)
+    colour = query.BGCOLOR.upper().replace("0X", "0x")
+    opaque = (tile_format.has_alpha and not query.TRANSPARENT) or (
+        not tile_format.has_alpha and colour != _WHITE
+    )
+    # drawn over the background in the render process: the API decodes and encodes nothing
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (2, 4, 6))
+    background = (red, green, blue) if opaque else None
+    variant = TileVariant(tile_format)
+    data = await render_box(request, style, lang, area, variant, names, rendering, background)
     return image_response(request, data, tile_format, "MISS", tiles.max_age_s, etag_of(data))
 
 

@@ -27,7 +27,11 @@ from shared.mapnik_env import mapnik
 from shared.tiles.encoding import JPEG_BACKGROUND, PNG_FORMAT, Codec
 from shared.tiles.png import Rendered, png_avg
 
-__all__ = ["Cutter", "SolidTiles"]
+__all__ = ["Background", "Cutter", "SolidTiles"]
+
+#: An opaque colour a render is drawn over (red, green, blue), for a format or a map that has
+#: no transparency.
+Background = tuple[int, int, int]
 
 #: one-colour tiles kept by a process (a few hundred bytes each): formats x sizes x colours
 _SOLID_TILES = 512
@@ -95,14 +99,28 @@ class Cutter:
         )
 
     @classmethod
-    def of_pixels(cls, pixels: np.ndarray, codec: Codec, solid: SolidTiles) -> Cutter:
+    def of_pixels(
+        cls,
+        pixels: np.ndarray,
+        codec: Codec,
+        solid: SolidTiles,
+        background: Background | None = None,
+    ) -> Cutter:
         """The tiles of RGBA ``pixels`` (rows, columns, 4 bytes; not premultiplied) drawn
-        without Mapnik: PNG tiles written from them, the other formats by Mapnik's encoders
-        from an image of them."""
+        without Mapnik (over ``background`` when given): PNG tiles written from them, the other
+        formats by Mapnik's encoders from an image of them."""
+        if background is not None:
+            pixels = _over(pixels, background)
         if codec.options == PNG_FORMAT:
             return cls(_PixelsOnly(), codec, solid, pixels)
         image = mapnik.Image.from_buffer(png_avg(pixels))
         return cls(image, codec, solid, pixels if codec.format.has_alpha else None)
+
+    @classmethod
+    def over(cls, image: Any, codec: Codec, solid: SolidTiles, background: Background) -> Cutter:
+        """The tiles of what Mapnik drew, over the colour ``background`` (composited by numpy,
+        as :meth:`of_pixels` does)."""
+        return cls.of_pixels(_rgba(image), codec, solid, background)
 
     def tile(self, x: int, y: int, width: int, height: int) -> Rendered:
         """The tile of the ``width`` x ``height`` pixels from column ``x``, row ``y``; empty
@@ -156,3 +174,13 @@ def _flattened(image: Any) -> Any:
     background.fill(mapnik.Color(*JPEG_BACKGROUND))
     background.composite(image)
     return background
+
+
+def _over(pixels: np.ndarray, colour: Background) -> np.ndarray:
+    """RGBA ``pixels`` (not premultiplied) over the colour ``colour``: opaque."""
+    alpha = pixels[..., 3:4].astype(np.uint16)
+    rgb = pixels[..., :3] * alpha + np.array(colour, np.uint16) * (255 - alpha)
+    out = np.empty_like(pixels)
+    out[..., :3] = (rgb + 127) // 255
+    out[..., 3] = 255
+    return out

@@ -26,6 +26,7 @@ from shared.errors import UnavailableError
 from shared.memory import keep_image_memory
 from shared.metrics import RENDER_QUEUE
 from shared.raster.rendering import Rendering
+from shared.tiles.encoder import Background
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea
 from shared.tiles.png import Rendered
@@ -59,10 +60,15 @@ def _started() -> int:
 
 
 def _render(
-    style: str, lang: str, area: RenderArea, codec: Codec, rendering: Rendering | None
+    style: str,
+    lang: str,
+    area: RenderArea,
+    codec: Codec,
+    rendering: Rendering | None,
+    background: Background | None,
 ) -> Rendered:
     assert _renderer is not None, "the render process was not started by RenderPool"
-    return _renderer.render(style, lang, area, codec, rendering)
+    return _renderer.render(style, lang, area, codec, rendering, background)
 
 
 def _consume(job: asyncio.Future[Rendered]) -> None:
@@ -164,6 +170,7 @@ class RenderPool:
         area: RenderArea,
         codec: Codec = PNG_CODEC,
         rendering: Rendering | None = None,
+        background: Background | None = None,
     ) -> Rendered:
         """Render in a pool process (see :meth:`TileRenderer.render`).
 
@@ -190,7 +197,7 @@ class RenderPool:
                         retry_after_s=self.limits.timeout_s,
                     ) from None
                 raise
-        job = asyncio.ensure_future(self._run(style, lang, area, codec, rendering))
+        job = asyncio.ensure_future(self._run(style, lang, area, codec, rendering, background))
         job.add_done_callback(lambda _: self._release(large, turn=large))
         try:
             return await asyncio.wait_for(asyncio.shield(job), max(0.0, deadline - loop.time()))

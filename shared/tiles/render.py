@@ -20,7 +20,7 @@ from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
 from shared.raster.draw import LayerDrawing, RasterDrawer
 from shared.raster.rendering import Rendering, rendering_from_json
-from shared.tiles.encoder import Cutter, SolidTiles
+from shared.tiles.encoder import Background, Cutter, SolidTiles
 from shared.tiles.encoding import PNG_CODEC, Codec
 from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.metatile import Metatile
@@ -103,6 +103,7 @@ class TileRenderer:
         codec: Codec,
         rendering: Rendering | None = None,
         buffer: int = 0,
+        background: Background | None = None,
     ) -> Cutter:
         """The tiles of ``area`` drawn: by numpy for a raster layer with a rendering of its own
         or asked (:mod:`shared.raster.draw`), else by Mapnik.
@@ -137,8 +138,11 @@ class TileRenderer:
                     parameter=name,
                 )
             pixels = self.rasters.draw(raster, area, chosen)
-            return Cutter.of_pixels(pixels, codec, self.solid)
-        return Cutter(self._draw(style, lang, area, buffer), codec, self.solid)
+            return Cutter.of_pixels(pixels, codec, self.solid, background)
+        image = self._draw(style, lang, area, buffer)
+        if background is not None:
+            return Cutter.over(image, codec, self.solid, background)
+        return Cutter(image, codec, self.solid)
 
     def _draw(self, style: str, lang: str, area: RenderArea, buffer: int = 0) -> Any:
         """The Mapnik image of ``area`` (what lies up to ``buffer`` pixels past it drawn too).
@@ -173,9 +177,11 @@ class TileRenderer:
         area: RenderArea,
         codec: Codec = PNG_CODEC,
         rendering: Rendering | None = None,
+        background: Background | None = None,
     ) -> Rendered:
         """Render ``area`` of the map of ``style`` with labels in ``lang``, encoded by ``codec``;
-        a raster layer with ``rendering`` (its choices over the layer's own).
+        a raster layer with ``rendering`` (its choices over the layer's own); over the colour
+        ``background`` when given (a WMS map that is not transparent).
 
         Raises:
             NotFoundError: no such style.
@@ -184,7 +190,7 @@ class TileRenderer:
                 the layer.
         """
         started = time.perf_counter()
-        cutter = self._cutter(style, lang, area, codec, rendering)
+        cutter = self._cutter(style, lang, area, codec, rendering, background=background)
         rendered = cutter.tile(0, 0, area.width, area.height)
         RENDER_SECONDS.labels(style).observe(time.perf_counter() - started)
         return rendered
