@@ -103,10 +103,17 @@ def keyed_url(request: Request, path: str, params: Sequence[tuple[str, str]] = (
     return absolute_url(request, path, [*params, ("api_key", key)] if key else params)
 
 
-def keyed_link(request: Request, rel: str, path: str, media: str, title: str) -> dict[str, str]:
+def keyed_link(
+    request: Request,
+    rel: str,
+    path: str,
+    media: str,
+    title: str,
+    params: Sequence[tuple[str, str]] = (),
+) -> dict[str, str]:
     """A link object (OGC API's: ``rel``, ``type``, ``title``, ``href``) to ``path``, its
-    ``href`` a :func:`keyed_url`."""
-    return {"rel": rel, "type": media, "title": title, "href": keyed_url(request, path)}
+    ``href`` a :func:`keyed_url` (with ``params``)."""
+    return {"rel": rel, "type": media, "title": title, "href": keyed_url(request, path, params)}
 
 
 def tile_template(

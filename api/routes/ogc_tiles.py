@@ -11,6 +11,7 @@ nginx front serves them from disk as it serves ``rtile`` (``api.front``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -22,7 +23,7 @@ from api.endpoint import Endpoint
 from api.fields import Lang
 from api.links import keyed_link, route_path
 from api.openapi.models import Schema
-from api.rendering import RenderQuery
+from api.rendering import RenderQuery, rendering_pairs
 from api.routes.ogc import (
     CRS84,
     JSON,
@@ -59,8 +60,9 @@ _FORMATS = (
 )
 
 
-class TilesetQuery(CollectionQuery):
-    """A collection's tileset in a tile matrix set."""
+class TilesetQuery(CollectionQuery, RenderQuery):
+    """A collection's tileset in a tile matrix set; a raster's rendering parameters are carried
+    into its tile templates."""
 
     tileMatrixSetId: str = Field(  # noqa: N815 - OGC's name
         min_length=1,
@@ -126,8 +128,11 @@ def _limits(collection: Collection) -> list[dict[str, Any]]:
     return limits
 
 
-def _tile_links(request: Request, collection: Collection) -> list[dict[str, Any]]:
-    """The templated links (``rel: item``) to the collection's tiles, one per format."""
+def _tile_links(
+    request: Request, collection: Collection, params: Sequence[tuple[str, str]] = ()
+) -> list[dict[str, Any]]:
+    """The templated links (``rel: item``) to the collection's tiles, one per format, carrying
+    ``params`` (a raster's rendering parameters)."""
     formats = (("mvt", MVT),) if collection.vector else _IMAGES
     braces = {name: f"{{{name}}}" for name in ("tileMatrix", "tileRow", "tileCol")}
     links = []
@@ -140,9 +145,8 @@ def _tile_links(request: Request, collection: Collection) -> list[dict[str, Any]
             format=extension,
             **braces,
         )
-        links.append(
-            {**keyed_link(request, "item", path, media, f"A tile ({extension})"), "templated": True}
-        )
+        link = keyed_link(request, "item", path, media, f"A tile ({extension})", params)
+        links.append({**link, "templated": True})
     return links
 
 
@@ -176,16 +180,23 @@ async def list_ogc_tilesets(request: Request, query: CollectionQuery) -> Respons
 
 
 async def get_ogc_tileset(request: Request, query: TilesetQuery) -> Response:
-    """A collection's tileset in WebMercatorQuad: its zooms, bounds and tile URL templates."""
+    """A collection's tileset in WebMercatorQuad: its zooms, bounds and tile URL templates (a
+    raster's carrying the rendering parameters given)."""
     tms_id(query.tileMatrixSetId)
     collection = await collection_of(request, query.collectionId)
+    rendering = query.rendering()
+    if collection.vector and not rendering.empty:
+        raise InvalidInputError(
+            "rendering parameters are for raster collections",
+            parameter=next(iter(rendering.params())),
+        )
     summary = _tileset_summary(request, collection)
     w, s, e, n = collection.bounds
     doc = {
         **summary,
         "tileMatrixSetLimits": _limits(collection),
         "boundingBox": {"lowerLeft": [w, s], "upperRight": [e, n], "crs": CRS84},
-        "links": [*summary["links"], *_tile_links(request, collection)],
+        "links": [*summary["links"], *_tile_links(request, collection, rendering_pairs(rendering))],
     }
     return document(request, query, summary["title"], doc)
 

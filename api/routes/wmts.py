@@ -8,6 +8,7 @@ are case-insensitive and errors are ``ows:ExceptionReport`` XML (:mod:`api.ows`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 from xml.etree import ElementTree as ET
 
@@ -30,7 +31,7 @@ from api.ows import (
     ows_endpoint,
     xml_response,
 )
-from api.rendering import RenderQuery
+from api.rendering import RenderQuery, rendering_pairs
 from api.routes.tiles import tile_image
 from api.services import services
 from shared.raster.paths import MAX_ID_CHARS
@@ -134,7 +135,9 @@ def _tile_matrix_set(contents: ET.Element) -> None:
         _wmts(element, "MatrixHeight", str(matrix.matrixHeight))
 
 
-def _tile_template(request: Request, style: str, tile_format: TileFormat) -> str:
+def _tile_template(
+    request: Request, style: str, tile_format: TileFormat, params: Sequence[tuple[str, str]]
+) -> str:
     """The RESTful URL template of the tiles of ``style`` in ``tile_format`` (keyed)."""
     placeholders = {n: f"{{{n}}}" for n in ("Style", "TileMatrixSet", "TileMatrix")}
     path = route_path(
@@ -146,11 +149,12 @@ def _tile_template(request: Request, style: str, tile_format: TileFormat) -> str
         TileCol="{TileCol}",
         format=tile_format.value,
     )
-    return keyed_url(request, path)
+    return keyed_url(request, path, params)
 
 
-def _capabilities(request: Request) -> Response:
-    """The capabilities document: every raster layer the caller may see."""
+def _capabilities(request: Request, params: Sequence[tuple[str, str]] = ()) -> Response:
+    """The capabilities document: every raster layer the caller may see; its tile templates
+    carry ``params`` (rendering parameters)."""
     kvp = keyed_url(request, route_path(request, "get_wmts"))
     rest = keyed_url(request, route_path(request, "get_wmts_capabilities"))
     root = ET.Element(f"{{{WMTS_NS}}}Capabilities", {"version": "1.0.0"})
@@ -181,7 +185,7 @@ def _capabilities(request: Request) -> Response:
                 {
                     "format": tile_format.media_type,
                     "resourceType": "tile",
-                    "template": _tile_template(request, info.style, tile_format),
+                    "template": _tile_template(request, info.style, tile_format, params),
                 }
             )
     _tile_matrix_set(contents)
@@ -227,7 +231,7 @@ async def get_wmts(request: Request, query: WmtsQuery) -> Response:
     if query.REQUEST is None:
         raise missing("REQUEST")
     if query.REQUEST == "GetCapabilities":
-        return _capabilities(request)
+        return _capabilities(request, rendering_pairs(query.rendering()))
     needed(query.TILEMATRIXSET, "TILEMATRIXSET")
     return await _tile(
         request,

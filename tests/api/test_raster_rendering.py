@@ -411,6 +411,21 @@ def test_every_tile_route_draws_with_the_parameters(
         r = client.get(url)
         assert r.status_code == 200, (url, r.text)
         assert np.array_equal(decode(r.content), expected), url
+    # the OGC tileset and the WMTS capabilities carry them into their templates
+    tileset = client.get(
+        f"/api-user/ogc/collections/{layer}/tiles/WebMercatorQuad?f=json&{params}"
+    ).json()
+    hrefs = [link["href"] for link in tileset["links"] if link.get("templated")]
+    assert hrefs
+    for href in hrefs:
+        assert parse_qsl(urlsplit(href).query)[-2:] == [
+            ("rescale", "300,2300"),
+            ("colormap_name", "viridis"),
+        ]
+    capabilities = client.get(f"/api-user/wmts?SERVICE=WMTS&REQUEST=GetCapabilities&{upper}")
+    templates = re.findall(r'template="([^"]+)"', capabilities.text)
+    assert templates, capabilities.text[-500:]
+    assert all("?rescale=300,2300&amp;colormap_name=viridis" in t for t in templates), templates
     plain = client.get(urls[0].replace(f"&{params}", ""))
     assert not np.array_equal(decode(plain.content), expected)
     bad = client.get(urls[3].replace("viridis", "nope"))
