@@ -451,7 +451,10 @@ def _build(
     overview = _Band("overviews", OVERVIEW_FROM * resolution)
     drawn = [band for band, file in ((preview, not small), (overview, overviews)) if file]
     report.line(f"Raster scaling: {_scaling(choices.resampling, drawn, small)}")
+    t_stats = time.monotonic()
     statistics, drawing = _drawing(source, overviews, rendering, choices.resampling)
+    ms_stats = int((time.monotonic() - t_stats) * 1000)
+    report.line(f"Statistics: {len(statistics)} band(s) in {ms_stats}ms")
     report.json({"statistics": statistics})
     report.line(f"Rendering: {json.dumps(drawing.to_json()) if drawing else 'as imagery'}")
     ms_info = int((time.monotonic() - t_info) * 1000)
