@@ -47,7 +47,8 @@ def point_values(source: Path, lon: float, lat: float, rendering: Rendering) -> 
     try:
         with rasterio.open(source) as ds:
             xs, ys = transform("EPSG:4326", ds.crs, [lon], [lat])
-            row, col = ds.index(xs[0], ys[0])
+            inside = math.isfinite(xs[0]) and math.isfinite(ys[0])  # off the CRS's area: inf
+            row, col = ds.index(xs[0], ys[0]) if inside else (-1, -1)
             if not (0 <= row < ds.height and 0 <= col < ds.width):
                 raise NotFoundError("the point is outside the raster", lon=lon, lat=lat)
             bands = list(rendering.bands_read or range(1, ds.count + 1))
