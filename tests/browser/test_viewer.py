@@ -19,20 +19,32 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import numpy as np
 import pytest
 import redis
-from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    Request,
+    Route,
+    expect,
+    sync_playwright,
+)
+from rio_tiler.colormap import cmap
 
 from api.routes.web import DIST
 from shared.raster.paths import encode_id
 from shared.settings import Settings
+from shared.tiles.grid import TileAddress
 from tests.checks import ADMIN_KEY, AUTH, PYPROJECT_VERSION
 from tests.conftest import served
 from tests.layers import RGB, configure, decode, own_layer
+from tests.rasters import write_raster
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: where screenshots go, when asked for (``make screenshots``)
@@ -123,7 +135,7 @@ def sign_in(tab: Tab) -> None:
 
 def canvas(page: Page) -> np.ndarray:
     """The map's pixels once it is idle, (rows, columns, RGB)."""
-    expect(page.locator("#map")).to_have_attribute("data-state", "idle")
+    expect(page.locator("#map")).to_have_attribute("data-state", "idle", timeout=WAIT_MS)
     url = page.evaluate("() => document.querySelector('#map canvas').toDataURL('image/png')")
     pixels = decode(base64.b64decode(url.split(",", 1)[1]))
     return np.moveaxis(pixels[:3], 0, -1).astype(int)
@@ -136,7 +148,8 @@ def row(page: Page, layer: str) -> str:
 def draw(page: Page, layer: str) -> None:
     """Tick a layer's box, and wait until the map has loaded its tiles."""
     page.check(f"{row(page, layer)} input[type=checkbox]")
-    expect(page.locator(row(page, layer))).to_have_attribute("data-drawn", "true")
+    # a layer drawn with numpy (not 8-bit RGB) renders its first tiles in a few seconds
+    expect(page.locator(row(page, layer))).to_have_attribute("data-drawn", "true", timeout=WAIT_MS)
 
 
 def test_front_door_is_html_for_a_browser_and_json_for_clients(tab: Tab) -> None:
@@ -631,3 +644,260 @@ def test_a_pmtiles_export_is_drawn_from_its_url_with_range_requests(tab: Tab, wo
     assert same.mean() > 0.99, f"{same.mean():.1%} of the map is the layer's own pixels"
     shoot(page, "viewer-pmtiles.png")
     tab.clean()
+
+
+# -- the rendering of a raster layer: bands, stretch, colour map, legend, 3D terrain ------------
+
+#: two synthetic rasters (512 px each): a scene over the Alps' north (a z7 tile, 156 km), a DEM
+#: over the Julian Alps (a z9 tile, 39 km: its hill stands out in 3D)
+SCENE_TILE = TileAddress(7, 68, 45)
+DEM_TILE = TileAddress(9, 276, 180)
+RENDER_FOLDER = "viewer-rendering"
+SCENE = f"{RENDER_FOLDER}/scene-u16.tif"
+DEM = f"{RENDER_FOLDER}/dem-f32.tif"
+RENDER_SIDE = 512
+
+
+def _waves(phase: float) -> np.ndarray:
+    x = np.arange(RENDER_SIDE, dtype=np.float64)
+    y = x[:, None]
+    return np.sin(x / 45 + phase) * np.cos(y / (35 + 10 * phase)) + 0.4 * np.sin((x + y) / 20)
+
+
+@pytest.fixture(scope="module")
+def rendered(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> tuple[str, str]:
+    """A 4-band UInt16 scene (0 is nodata) and a Float32 DEM (a hill of 300..2300 m, a nodata
+    corner), configured: their layer ids."""
+    scene = np.stack([(8000 + 3000 * _waves(b)).astype(np.uint16) for b in range(4)])
+    scene[:, :32, :32] = 0
+    tiled: dict[str, Any] = {"tiled": True, "blockxsize": 256, "blockysize": 256}
+    write_raster(raster_dir / SCENE, scene, SCENE_TILE.bounds_3857(), nodata=0, **tiled)
+    x = np.arange(RENDER_SIDE, dtype=np.float64)
+    y = x[:, None]
+    middle, spread = RENDER_SIDE / 2, RENDER_SIDE / 5
+    hill = 2000 * np.exp(-((x - middle) ** 2 + (y - middle) ** 2) / (2 * spread**2))
+    dem = (300 + hill + 40 * _waves(0.3)).astype(np.float32)
+    dem[:16, :16] = -9999.0
+    write_raster(raster_dir / DEM, dem[np.newaxis], DEM_TILE.bounds_3857(), nodata=-9999.0, **tiled)
+    return configure(settings, rdb, SCENE), configure(settings, rdb, DEM)
+
+
+def _tile_view(tile: TileAddress) -> str:
+    """The viewer's URL hash that centres ``tile`` at its own zoom (512 px on the map)."""
+    west, south, east, north = tile.bounds_4326()
+    y_mid = sum(tile.bounds_3857()[1::2]) / 2
+    lat = math.degrees(math.atan(math.sinh(y_mid / 6378137)))
+    return f"#map={tile.z}/{lat:.6f}/{(west + east) / 2:.6f}"
+
+
+def _open_rendering(tab: Tab, layer: str, tile: TileAddress) -> Page:
+    """The viewer at ``tile``, signed in, the panel of ``layer`` (in the rendering folder)."""
+    page = tab.page
+    tab.open(f"/viewer{_tile_view(tile)}")
+    sign_in(tab)
+    page.click(f"{row(page, encode_id(RENDER_FOLDER))} button.open")
+    page.click(f"{row(page, layer)} button.name")
+    expect(page.locator("#rendering")).to_be_visible(timeout=WAIT_MS)
+    return page
+
+
+def _legend_landed(tab: Tab, layer: str) -> bool:
+    """Whether the server has the legend routes (another change brings them)."""
+    answer = httpx.get(f"{tab.base}/api-user/rtile/{layer}/legend.json", headers=AUTH)
+    assert answer.status_code in (200, 404), answer.text
+    return answer.status_code == 200
+
+
+def _clean_but_a_missing_legend(tab: Tab, landed: bool) -> None:
+    """No console error; without the legend routes, but for the one 404 of each page load
+    that taught the viewer they are not there (it asks them no more)."""
+    if not landed:
+        missing = [e for e in tab.errors if "404" in e and "/legend." in e]
+        assert len(missing) <= 2, missing  # legend.json and legend.png, asked together once
+        tab.errors = [e for e in tab.errors if e not in missing]
+    tab.clean()
+
+
+@pytest.mark.worker
+@pytest.mark.usefixtures("worker")
+def test_a_16_bit_scene_drawn_with_a_colour_map_its_legend_then_saved(
+    tab: Tab, rendered: tuple[str, str]
+) -> None:
+    """The rendering form: one band through viridis, applied from the TileJSON asked with the
+    parameters (its tiles carry them), the map's pixels viridis's; the legend under it (or
+    hidden while the server has no legend routes); saved as the layer's own by the job."""
+    scene, _ = rendered
+    landed = _legend_landed(tab, scene)
+    page = _open_rendering(tab, scene, SCENE_TILE)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if f"/rtile/{scene}/" in r.url else None)
+    # prefilled from the layer's own rendering: red, green, blue by colour interpretation or
+    # the first three bands, each stretched by its statistics' 2-98 %
+    tilejson = httpx.get(f"{tab.base}/api-user/rtile/{scene}/tilejson.json", headers=AUTH)
+    stats = tilejson.json()["statistics"]
+    assert [s["dtype"] for s in stats] == ["uint16"] * 4
+    expect(page.locator("#rendering-band-1 option")).to_have_count(4)
+    expect(page.locator("#rendering .stretch-row")).to_have_count(3)
+    expect(page.locator("#terrain-toggle")).to_have_count(0)  # four bands: not a DEM
+    draw(page, scene)
+    before = canvas(page)
+    mask = _box_on_canvas(page, SCENE_TILE.bounds_4326())
+    inside = mask == 1
+    assert inside.sum() > 100_000  # the scene is most of the map
+
+    page.select_option("#rendering-band-1", "4")
+    page.select_option("#rendering-band-2", "")
+    page.select_option("#rendering-band-3", "")
+    expect(page.locator("#rendering .stretch-row")).to_have_count(1)
+    p2, p98 = stats[3]["percentile_2"], stats[3]["percentile_98"]
+    assert float(page.input_value("#rendering-min-1")) == pytest.approx(p2, rel=1e-5)
+    assert float(page.input_value("#rendering-max-1")) == pytest.approx(p98, rel=1e-5)
+    expect(page.locator("#rendering-colormap")).to_be_enabled()  # one band
+    page.select_option("#rendering-colormap", "viridis")
+    page.click("#rendering-apply")
+    expect(page.locator("#status")).to_contain_text("drawn with")
+
+    viridis = np.array([cmap.get("viridis")[i][:3] for i in range(256)], dtype=int)
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        after = canvas(page)
+        colours, counts = np.unique(after[inside], axis=0, return_counts=True)
+        near = np.abs(colours[:, None, :] - viridis[None]).max(axis=-1).min(axis=1) <= 12
+        share = counts[near].sum() / counts.sum()
+        if share > 0.95 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert share > 0.95, f"{share:.1%} of the scene is viridis's colours"
+    changed = (np.abs(after - before) > 8).any(axis=-1)
+    assert changed[inside].mean() > 0.8, f"{changed[inside].mean():.1%} of the scene changed"
+    drawn = after[inside]
+    assert ((drawn >= 245).all(axis=-1)).mean() < 0.01, "white"
+    assert ((drawn <= 10).all(axis=-1)).mean() < 0.01, "black"
+    assert len(colours) > 50, f"{len(colours)} colours: not a stretch"
+    assert not changed[mask == 2].any(), "the map changed outside the scene"
+    # the tiles were asked at the template of the TileJSON asked with the parameters
+    tiles = [parse_qs(urlsplit(u).query) for u in asked if re.search(r"/\d+/\d+/\d+\.png", u)]
+    assert any(q.get("colormap_name") == ["viridis"] and q.get("bidx") == ["4"] for q in tiles)
+    assert any(q.get("rescale") for q in tiles)
+
+    legend = page.locator("#rendering-legend")
+    if landed:
+        expect(legend).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("#legend-range")).to_contain_text("–")
+        assert page.locator("#legend-image").evaluate("img => img.complete && img.naturalWidth") > 0
+    else:
+        expect(legend).to_be_hidden()
+    shoot(page, "viewer-rendering.png")
+
+    # saved as the layer's own rendering: the configuration job, its progress in the job panel
+    page.click("#rendering-save")
+    title = page.locator("#job h2")
+    expect(title).to_contain_text("Save the rendering of scene-u16", timeout=WAIT_MS)
+    expect(page.locator("#job-lines")).to_contain_text("Finish:success", timeout=WAIT_MS)
+    expect(page.locator("#job-state")).to_have_text("succeeded")
+    own = httpx.get(f"{tab.base}/api-user/rtile/{scene}/tilejson.json", headers=AUTH).json()
+    assert own["rendering"]["bidx"] == ["4"]
+    assert own["rendering"]["colormap_name"] == "viridis"
+    # the panel, opened again, shows it
+    expect(page.locator("#rendering-colormap")).to_have_value("viridis", timeout=WAIT_MS)
+    expect(page.locator("#rendering .stretch-row")).to_have_count(1)
+    assert page.locator("#status").get_attribute("data-kind") != "error"
+    _clean_but_a_missing_legend(tab, landed)
+
+
+def _coloured(pixels: np.ndarray) -> bool:
+    """Whether a third of the map has colours (not grays)."""
+    red, green, blue = (pixels[..., i] for i in range(3))
+    share: float = ((np.abs(red - green) > 20) | (np.abs(green - blue) > 20)).mean()
+    return share > 0.3
+
+
+def test_a_float_dem_as_3d_terrain(tab: Tab, rendered: tuple[str, str]) -> None:
+    """A DEM (one Float32 band), drawn through a colour map, offers 3D terrain: its
+    terrain-RGB tiles as a raster-dem source, the map's terrain (``getTerrain()``, which the
+    map's element reports) and a hillshade, with no error; off again, no terrain."""
+    _, dem = rendered
+    landed = _legend_landed(tab, dem)
+    page = _open_rendering(tab, dem, DEM_TILE)
+    answers: list[tuple[int, str]] = []
+    page.on(
+        "response",
+        lambda r: answers.append((r.status, r.url)) if "algorithm=terrainrgb" in r.url else None,
+    )
+    draw(page, dem)
+    expect(page.locator("#rendering .stretch-row")).to_have_count(1)
+    page.select_option("#rendering-colormap", "terrain")  # drawn in colours, then as relief
+    page.click("#rendering-apply")
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not _coloured(flat := canvas(page)):
+        assert time.monotonic() < deadline, "the colour map was not drawn"
+        time.sleep(0.2)
+    terrain = page.locator("#terrain-toggle")
+    expect(terrain).not_to_be_checked()
+    terrain.check()
+    expect(page.locator("#map")).to_have_attribute("data-terrain", "terrain", timeout=WAIT_MS)
+    expect(page).to_have_url(re.compile(r"#map=[\d.]+/[-\d.]+/[-\d.]+/0/50$"))  # tilted
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        relief = canvas(page)
+        tiles = [url for status, url in answers if re.search(r"/\d+/\d+/\d+\.png", url)]
+        if tiles or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert tiles, "no terrain-RGB tile was asked"
+    assert {status for status, _ in answers} == {200}, answers
+    assert all("resampling=bilinear" in url for url in tiles)
+    assert (np.abs(relief - flat) > 8).any(axis=-1).mean() > 0.2, "the terrain changed nothing"
+    assert len(np.unique(relief.reshape(-1, 3), axis=0)) > 100  # shaded, not one colour
+    expect(page.locator("#rendering-error")).to_have_text("")
+    assert page.locator("#status").get_attribute("data-kind") != "error"
+    shoot(page, "viewer-terrain.png")
+
+    terrain.uncheck()
+    expect(page.locator("#map")).to_have_attribute("data-terrain", "")
+    expect(page).to_have_url(re.compile(r"#map=[\d.]+/[-\d.]+/[-\d.]+$"))  # level again
+    canvas(page)
+    _clean_but_a_missing_legend(tab, landed)
+
+
+def test_a_colour_map_by_name_draws_the_layer_and_no_legend_route_hides_the_legend(
+    tab: Tab, rendered: tuple[str, str]
+) -> None:
+    """A colour map named in the free text; a name the server does not know is its 400, shown
+    in the form; Apply draws a layer that was not drawn. A server without the legend routes
+    (404) shows no legend, and is not asked them again on the page."""
+    _, dem = rendered
+    page = tab.page
+    legends: list[str] = []
+
+    def no_legend(route: Route) -> None:
+        legends.append(route.request.url)
+        body = {"error": {"code": "not-found", "message": "Not Found", "detail": {}}}
+        route.fulfill(status=404, json=body)
+
+    page.route(re.compile(r"/rtile/[^/]+/legend\.(json|png)"), no_legend)
+    page = _open_rendering(tab, dem, DEM_TILE)
+    expect(page.locator(f"{row(page, dem)} input[type=checkbox]")).not_to_be_checked()
+    expect(page.locator("#rendering-colormap-other")).to_be_hidden()
+    page.select_option("#rendering-colormap", "other")
+    page.fill("#rendering-colormap-other", "nope")
+    page.click("#rendering-apply")
+    expect(page.locator("#rendering-error")).to_contain_text("colormap_name")
+    expect(page.locator(f"{row(page, dem)} input[type=checkbox]")).not_to_be_checked()
+
+    before = canvas(page)
+    page.fill("#rendering-colormap-other", "Cividis")
+    page.click("#rendering-apply")
+    expect(page.locator("#rendering-error")).to_have_text("")
+    expect(page.locator(f"{row(page, dem)} input[type=checkbox]")).to_be_checked()
+    expect(page.locator(row(page, dem))).to_have_attribute("data-drawn", "true", timeout=WAIT_MS)
+    after = canvas(page)
+    assert (np.abs(after - before) > 8).any(axis=-1).mean() > 0.3, "the DEM was not drawn"
+    assert _coloured(after), "gray"
+    expect(page.locator("#rendering-legend")).to_be_hidden()
+    assert len(legends) == 2, legends  # legend.json and legend.png, once: 404, not asked again
+    # the console has the two 404s the page was answered, and the 400 of the unknown name
+    wrong = [e for e in tab.errors if "400" in e and "tilejson.json" in e]
+    assert len(wrong) == 1, tab.errors
+    tab.errors.remove(wrong[0])
+    _clean_but_a_missing_legend(tab, landed=False)

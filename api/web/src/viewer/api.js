@@ -13,11 +13,16 @@ export class ApiError extends Error {
   }
 }
 
-/** The absolute URL of an API path ("gis-raster"), with query parameters (nulls left out). */
+/**
+ * The absolute URL of an API path ("gis-raster"), with query parameters (nulls left out; an
+ * array is a repeated parameter: `{ bidx: [3, 2, 1] }` is `bidx=3&bidx=2&bidx=1`).
+ */
 export function apiUrl(path, params = {}) {
   const url = new URL(path, API_ROOT);
   for (const [name, value] of Object.entries(params)) {
-    if (value != null && value !== "") url.searchParams.set(name, String(value));
+    for (const one of Array.isArray(value) ? value : [value]) {
+      if (one != null && one !== "") url.searchParams.append(name, String(one));
+    }
   }
   return url.href;
 }
@@ -44,6 +49,17 @@ export async function api(path, { params, method = "GET", signal } = {}) {
     throw new ApiError(response.status, body);
   }
   return body;
+}
+
+/** GET an API path that answers a file (an image): its Blob. */
+export async function apiBlob(path, { params, signal } = {}) {
+  const url = apiUrl(path, params);
+  const response = await fetch(url, { signal, headers: authHeaders(url) });
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    throw new ApiError(response.status, body);
+  }
+  return response.blob();
 }
 
 /** The message of an error for the page. */

@@ -95,6 +95,12 @@ export class LayerLists {
     if (row) row.dataset.drawn = "false";
   }
 
+  /** Draw a layer (as its box ticked would). */
+  async draw(key) {
+    await this.toggle(key, true);
+    this.render();
+  }
+
   /** Mark the rows whose layer is drawn (the map went idle with their tiles loaded). */
   drawn(keys) {
     const set = new Set(keys);

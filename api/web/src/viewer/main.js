@@ -15,7 +15,8 @@ const map = new LayerMap(byId("map"), {
   onError: (message) => status(`Map: ${message}`, "error"),
 });
 const lists = new LayerLists(map, {
-  onRaster: (row) => openRaster(row, { zoomTo: () => zoomRaster(row) }),
+  onRaster: (row) =>
+    openRaster(row, { zoomTo: () => zoomRaster(row), map, draw: () => lists.draw(`raster:${row.id}`) }),
   onZoomRaster: (row) => zoomRaster(row),
 });
 const seeds = new SeedList(map);

@@ -25,10 +25,21 @@ export function polygonBounds(polygon) {
   return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
 }
 
+/** The source and the hillshade layer of the 3D terrain (one DEM at a time). */
+const TERRAIN_SOURCE = "terrain";
+const TERRAIN_HILLSHADE = "terrain-hillshade";
+/** How much the terrain's heights are exaggerated, and the pitch it is first seen at. */
+const EXAGGERATION = 1.5;
+const TERRAIN_PITCH = 50;
+
 export class LayerMap {
   /** onClick({ lngLat, features }), onIdle(drawnIds), onError(message) */
   constructor(container, { onClick, onIdle, onError }) {
+    this.container = container;
     this.shown = new Map(); // layer key -> { source, layers }
+    this.renderings = new Map(); // raster layer id -> the rendering parameters it is drawn with
+    this.terrain = null; // the id of the raster layer drawn as the 3D terrain
+    this.pitched = false; // whether the terrain tilted the map (it levels it when it goes)
     this.map = new maplibregl.Map({
       container,
       hash: "map",
@@ -104,13 +115,19 @@ export class LayerMap {
     return this.shown.has(key);
   }
 
-  /** Show (or hide) a raster layer: the tiles of its TileJSON, in the default language. */
+  /**
+   * Show (or hide) a raster layer: the tiles of its TileJSON, in the default language, drawn
+   * with the rendering parameters chosen for it on the page (setRendering), else its own.
+   */
   async showRaster(id, on) {
     await this.ready;
     const key = `raster:${id}`;
     if (!on) return this.hide(key);
     if (this.shown.has(key)) return;
-    const tilejson = await api(`rtile/${encodeURIComponent(id)}/tilejson.json`);
+    const tilejson = await api(`rtile/${encodeURIComponent(id)}/tilejson.json`, {
+      params: this.renderings.get(id),
+    });
+    if (this.shown.has(key)) return; // drawn meanwhile
     const source = `overlay:${key}`;
     // no maxzoom: past the layer's own zoom the server still draws its tiles (its resampling)
     this.map.addSource(source, {
@@ -119,10 +136,78 @@ export class LayerMap {
       bounds: tilejson.bounds,
       tileSize: 256,
     });
-    // rasters go under every vector overlay
-    const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
-    this.map.addLayer({ id: source, type: "raster", source }, firstVector?.id);
+    this.map.addLayer({ id: source, type: "raster", source }, this.rasterSlot());
     this.shown.set(key, { source, layers: [source], vector: false });
+  }
+
+  /** The layer rasters go under: the terrain's hillshade, else the first vector overlay. */
+  rasterSlot() {
+    if (this.map.getLayer(TERRAIN_HILLSHADE)) return TERRAIN_HILLSHADE;
+    return this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"))?.id;
+  }
+
+  /** The rendering parameters a raster layer is drawn with on this page (null: its own). */
+  renderingOf(id) {
+    return this.renderings.get(id) ?? null;
+  }
+
+  /**
+   * Draw a raster layer with these rendering parameters (null: its own rendering), its tiles
+   * those of `tilejson`, its TileJSON asked with them (the template carries them). A layer not
+   * shown is drawn so when it is.
+   */
+  async setRendering(id, params, tilejson) {
+    await this.ready;
+    if (params) this.renderings.set(id, params);
+    else this.renderings.delete(id);
+    const shown = this.shown.get(`raster:${id}`);
+    if (shown) this.map.getSource(shown.source).setTiles(tilejson.tiles);
+  }
+
+  /**
+   * Draw a DEM as 3D terrain (null: no terrain): a `raster-dem` source of its terrain-RGB
+   * tiles (`tilejson`: its TileJSON asked with algorithm=terrainrgb), the map's terrain, and a
+   * hillshade layer of the same source under the vector overlays.
+   */
+  async showTerrain(id, tilejson) {
+    await this.ready;
+    if (this.map.getLayer(TERRAIN_HILLSHADE)) this.map.removeLayer(TERRAIN_HILLSHADE);
+    if (this.map.getTerrain()) this.map.setTerrain(null);
+    if (this.map.getSource(TERRAIN_SOURCE)) this.map.removeSource(TERRAIN_SOURCE);
+    this.terrain = null;
+    if (tilejson) {
+      const source = {
+        type: "raster-dem",
+        tiles: tilejson.tiles,
+        encoding: "mapbox",
+        tileSize: 256,
+        maxzoom: tilejson.maxzoom ?? 14,
+      };
+      if (tilejson.bounds) source.bounds = tilejson.bounds;
+      this.map.addSource(TERRAIN_SOURCE, source);
+      // over the rasters, under the vector overlays
+      const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
+      this.map.addLayer(
+        {
+          id: TERRAIN_HILLSHADE,
+          type: "hillshade",
+          source: TERRAIN_SOURCE,
+          paint: { "hillshade-exaggeration": 0.5 },
+        },
+        firstVector?.id,
+      );
+      this.map.setTerrain({ source: TERRAIN_SOURCE, exaggeration: EXAGGERATION });
+      this.terrain = id;
+      if (this.map.getPitch() < 1) {
+        this.map.jumpTo({ pitch: TERRAIN_PITCH });
+        this.pitched = true;
+      }
+    } else if (this.pitched) {
+      this.map.jumpTo({ pitch: 0 });
+      this.pitched = false;
+    }
+    // what the map says, for the page (and its tests): the terrain's source, or nothing
+    this.container.dataset.terrain = this.map.getTerrain()?.source ?? "";
   }
 
   /**
@@ -145,8 +230,7 @@ export class LayerMap {
     } else {
       // 256 px tiles, as the tile routes make them
       this.map.addSource(source, { type: "raster", url: archive.url, tileSize: 256 });
-      const firstVector = this.map.getStyle().layers.find((layer) => layer.id.startsWith("overlay:vector:"));
-      this.map.addLayer({ id: source, type: "raster", source }, firstVector?.id);
+      this.map.addLayer({ id: source, type: "raster", source }, this.rasterSlot());
       this.shown.set(key, { source, layers: [source], vector: false });
     }
     return archive;
@@ -187,6 +271,8 @@ export class LayerMap {
 
   hideAll() {
     for (const key of [...this.shown.keys()]) this.hide(key);
+    this.renderings.clear();
+    if (this.terrain) this.showTerrain(null, null);
   }
 
   hide(key) {

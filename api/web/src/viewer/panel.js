@@ -1,9 +1,10 @@
 // The panel of a raster: its statistics (gis-raster-stat) and metadata (gis-raster-info), and
-// what can be done with it: configure it as a layer, pre-tile it (the dry-run plan first),
-// compress it, run the speed test.
+// what can be done with it: configure it as a layer, choose how it is drawn (rendering.js),
+// pre-tile it (the dry-run plan first), compress it, run the speed test.
 import { api, explain } from "./api.js";
 import { byId, fieldTable, fill, h, rawJson, status } from "./dom.js";
 import { startJob, watch } from "./jobs.js";
+import { renderingSection } from "./rendering.js";
 
 const FORMATS = ["png", "webp", "jpg", "png@2x", "webp@2x", "jpg@2x"];
 const RESAMPLING = ["bilinear", "nearest", "cubic"];
@@ -33,8 +34,11 @@ async function run(label, path, params, title) {
   }
 }
 
-/** Open the panel of a listing row ({ id, name, path, type, islayer }). */
-export function openRaster(row, { zoomTo }) {
+/**
+ * Open the panel of a listing row ({ id, name, path, type, islayer }). zoomTo(): fit the map to
+ * it; map: the LayerMap; draw(): draw the layer (tick its box).
+ */
+export function openRaster(row, { zoomTo, map, draw }) {
   const section = byId("layer-panel");
   section.hidden = false;
   section.dataset.layerId = row.id;
@@ -44,6 +48,7 @@ export function openRaster(row, { zoomTo }) {
     section,
     h("h2", {}, row.name, " ", h("small", {}, row.type === "dir" ? "folder" : "file")),
     fieldTable({ path: row.path, id: row.id, layer: row.islayer ? "yes" : "not configured" }),
+    row.islayer ? renderingSection(row, { map, draw, run }) : null,
     row.islayer ? actions(row, zoomTo) : configureForm(row),
     h("h3", {}, "Statistics"),
     stat,
