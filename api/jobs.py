@@ -69,6 +69,8 @@ _CELERY_STATES = {
     "FAILURE": "failed",
     "REVOKED": "cancelled",
 }
+#: the Celery states of a job that no worker has started, nor will once it is revoked
+_NOT_STARTED = ("PENDING", "REVOKED")
 _TICK_S = 1.0
 #: what a client refused for want of a free SSE slot is told to wait
 _SSE_RETRY_AFTER_S = 5
@@ -379,10 +381,15 @@ class JobService:
         if record.outcome is not None:
             raise ConflictError(f"job {job_id} has already {record.outcome}", state=record.outcome)
         self.store.request_cancel(job_id)
+        # a cancelled pre-tiling run frees its layer (and its place) at once, whatever its
+        # state: its chunks still queued only count themselves cancelled (the flag is set
+        # first, so that a start taking the lock after this gives it back)
+        free_run(self.store, record)
         self.celery.control.revoke(job_id)
-        if AsyncResult(job_id, app=self.celery).state == "PENDING":
+        # not started: still queued, or revoked already by the worker holding it (Celery
+        # marks a task it has not started as it gets the revoke): no worker will end it
+        if AsyncResult(job_id, app=self.celery).state in _NOT_STARTED:
             self.store.finish(job_id, "cancelled", FINISH_CANCELLED)
-            free_run(self.store, record)
             return True
         return False
 

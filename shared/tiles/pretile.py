@@ -528,9 +528,11 @@ _ENQUEUE_GRACE_S = 30
 class PretileLock:
     """At most one pre-tiling run per layer: a Redis key naming the job that holds it.
 
-    The task that ends a run releases the lock; a lock whose job has ended anyway (a
-    watchdog, a cancelled queued job, a failure the API wrote) or whose record expired does
-    not block the next run, and the key expires by itself (the run refreshes it as it goes).
+    The task that ends a run releases the lock, and so does the cancel of a run (at once: its
+    chunks still queued only count themselves cancelled, see :func:`free_run`); only the job
+    the key names releases it. A lock whose job has ended anyway (a watchdog, a failure the API
+    wrote) or whose record expired does not block the next run, and the key expires by itself
+    (the run refreshes it as it goes).
     """
 
     def __init__(self, store: JobStore, style: str, ttl_s: int) -> None:
@@ -699,8 +701,14 @@ def supersede(store: JobStore, old: JobRecord, new_id: str) -> None:
 
 
 def free_run(store: JobStore, record: JobRecord) -> None:
-    """Free the layer and the place a pre-tiling job holds when it ends before its start ran
-    (cancelled while queued: no step of it runs to free them); another kind holds neither."""
+    """Free the layer and the place a pre-tiling job holds, as it is cancelled (queued: no step
+    of it runs to free them; running: its chunks still queued only count themselves cancelled
+    before the last ends the job); another kind holds neither.
+
+    Only what the job still holds is freed (compare-and-delete on its id): a new run that took
+    the layer meanwhile keeps it. A start of the job that takes the lock after this sees the
+    cancel and gives it back (``PretileRunner.start``).
+    """
     if record.kind != "pretile" or not isinstance(record.params.get("style"), str):
         return
     PretileLock(store, record.params["style"], 0).release(record.id)

@@ -4,8 +4,9 @@ A run is three kinds of step, each a task of its own: the start plans the run an
 layer's lock; the sender sends a batch of chunks and then queues its next step behind them (so
 the queue holds about two batches of a run at a time, whatever the plan); each chunk renders
 its tiles and adds its counts. The chunk that completes the count ends the job (summary, or
-what went wrong, or its cancellation) and frees the layer. How a step is sent is the caller's
-(a Celery task, say): the steps take it as callables.
+what went wrong, or its cancellation) and frees the layer (a cancelled run's layer was freed
+by the cancel, at once). How a step is sent is the caller's (a Celery task, say): the steps
+take it as callables.
 
 A run waits for a place among ``MAPSVC_SEED_MAX_CONCURRENT_RUNS`` before its first chunk, paces
 its chunks to ``max_tiles_per_s`` when it has one, sends a chunk that failed again (up to
@@ -175,6 +176,10 @@ class PretileRunner:
                 area = Coverage.from_json(coverage)
             self.stores.pick(job.s3)  # a store that is not configured fails here, not per chunk
             running = self._lock(style).acquire(job.job_id)
+            if self.store.cancel_requested(job.job_id):
+                # cancelled meanwhile: the cancel freed the layer, perhaps before this took it
+                # again (the flag is set first); give it back (below), a new run's stays
+                raise JobCancelledError("the job was cancelled")
             if running not in (None, job.job_id):
                 raise ConflictError(
                     f"layer {style} is being pre-tiled by job {running}", job_id=running

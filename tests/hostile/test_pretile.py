@@ -80,6 +80,15 @@ def assert_still_answering(client: TestClient, style: str) -> None:
     assert tile.content.startswith(b"\x89PNG")
 
 
+def assert_freed_at_once(rdb: redis.Redis, lock: str, job_id: str) -> None:
+    """The lock no longer names ``job_id`` within a moment (the cancel released it; a start of
+    the job running as it was cancelled may hold it for an instant before it stops)."""
+    deadline = time.monotonic() + 3
+    while rdb.get(lock) == job_id:
+        assert time.monotonic() < deadline, "the lock outlived the cancel of its run"
+        time.sleep(0.05)
+
+
 def test_a_plan_above_the_ceiling_is_422_and_enqueues_nothing(
     client: TestClient, settings: Settings, rdb: redis.Redis, world: str
 ) -> None:
@@ -202,17 +211,45 @@ def test_two_concurrent_requests_start_one_run(
     started = next(r for r in answers if r.status_code == 202).json()["id"]
     refused = next(r for r in answers if r.status_code == 409)
     assert assert_error(refused.json(), "conflict")["detail"]["job_id"] == started
-    assert rdb.get(f"mapsvc:pretile-lock:{scene}") == started
+    lock = f"mapsvc:pretile-lock:{scene}"
+    assert rdb.get(lock) == started
     assert client.delete(f"/api-user/jobs/{started}").status_code in (200, 202)
+    # a cancelled run frees its layer at once, not once its queued chunks have drained
+    assert_freed_at_once(rdb, lock, started)
     assert wait_state(client, started, timeout=60)["state"] == "cancelled"
-    # the run frees its layer as it ends (the record may say cancelled a moment before): once
-    # the chunks already queued have drained, each counted as cancelled at once (a few seconds;
-    # more on a loaded machine); a new request takes a lock of an ended job over anyway (the
-    # next test)
-    deadline = time.monotonic() + 60
-    while rdb.exists(f"mapsvc:pretile-lock:{scene}"):
-        assert time.monotonic() < deadline, "the lock outlived its cancelled run"
-        time.sleep(0.1)
+    assert rdb.get(lock) != started
+
+
+def test_a_run_revoked_before_the_api_reads_its_state_frees_its_layer(
+    client: TestClient, rdb: redis.Redis, scene: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker holding the queued start of a run marks it revoked as the cancel's broadcast
+    reaches it (Celery does, for a task it has not started), which may be before the cancel
+    reads the job's state: the job, which no worker will start, ends cancelled, and its layer
+    is free at once."""
+    jobs: JobService = client.app.state.services.jobs  # type: ignore[attr-defined]
+    celery = jobs.celery
+    sent: list[str] = []
+
+    def held(name: str, *, task_id: str, **options: object) -> None:
+        sent.append(task_id)  # a worker holds it, not started yet
+
+    def revoke_seen_at_once(task_id: str, **options: object) -> None:
+        assert celery.backend.get_state(task_id) == "PENDING"
+        celery.backend.mark_as_revoked(task_id, reason="revoked")  # what that worker does
+
+    monkeypatch.setattr(celery, "send_task", held)
+    monkeypatch.setattr(celery.control, "revoke", revoke_seen_at_once)
+    r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=13&async=1")
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert sent == [job_id]
+    lock = f"mapsvc:pretile-lock:{scene}"
+    assert rdb.get(lock) == job_id
+    cancelled = client.delete(f"/api-user/jobs/{job_id}")
+    assert (cancelled.status_code, cancelled.json()["state"]) == (200, "cancelled")
+    assert job_lines(rdb, job_id) == ["Finish:cancelled"]
+    assert not rdb.exists(lock)
 
 
 @pytest.mark.worker
@@ -305,10 +342,12 @@ def test_a_large_run_queues_a_few_batches_and_can_be_cancelled(
         time.sleep(0.05)
     assert 0 < max(lengths) <= 2 * 256 + 4, lengths
     assert client.delete(f"/api-user/jobs/{job_id}").status_code == 202
+    # the layer is free as the run is cancelled, before the chunks it queued have drained
+    assert not rdb.exists(f"mapsvc:pretile-lock:{world}")
     done = wait_state(client, job_id, timeout=60)
     assert done["state"] == "cancelled"
     assert job_lines(rdb, job_id)[-1] == "Finish:cancelled"
-    # the chunks never sent were counted as cancelled, so the run ended and freed the layer
+    # the chunks never sent were counted as cancelled, so the run ended
     assert 0 < len(stored_tiles(settings, world)) < 4**8
     assert not rdb.exists(f"mapsvc:pretile-lock:{world}")
     deadline = time.monotonic() + 30

@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
 
-from shared.errors import InvalidInputError, UnprocessableError
-from shared.jobs import JobStore
+from shared.errors import InvalidInputError, JobCancelledError, UnprocessableError
+from shared.jobs import JobReporter, JobStore
 from shared.settings import Settings
+from shared.tiles.coverage import Coverage
 from shared.tiles.grid import TileAddress
 from shared.tiles.pretile import (
     CHUNK,
@@ -27,6 +29,7 @@ from shared.tiles.pretile import (
     free_run,
     plan_pretile,
 )
+from shared.tiles.pretile_run import PretileJob, PretileRunner
 from tests.conftest import REDIS_URL
 
 WORLD = [-180.0, -85.0511287798066, 180.0, 85.0511287798066]
@@ -258,6 +261,63 @@ def test_a_run_ended_before_its_start_frees_its_layer_and_place(client: redis.Re
     finally:
         client.delete(lock.key, f"mapsvc:job:{job_id}", f"mapsvc:job:{other}")
         client.zrem(RunSlots.KEY, job_id)
+
+
+def test_a_run_cancelled_while_it_goes_frees_its_layer_and_place_and_only_its_own(
+    client: redis.Redis,
+) -> None:
+    store = JobStore(client, Settings())
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    for job_id in (old, new):
+        store.create(job_id, "pretile", {"style": "cancel-style"})
+    lock = PretileLock(store, "cancel-style", 60)
+    slots = RunSlots(store, most=2, ttl_s=60)
+    try:
+        assert lock.acquire(old) is None
+        assert slots.take(old)
+        store.request_cancel(old)  # what the cancel does, then it frees the run
+        free_run(store, store.get(old))  # type: ignore[arg-type]
+        assert client.get(lock.key) is None
+        assert client.zscore(RunSlots.KEY, old) is None
+        # a new run takes the layer while the old one's chunks drain; the old one's steps and
+        # its end keep or free nothing of it
+        assert lock.acquire(new) is None
+        lock.refresh(old)
+        lock.release(old)
+        free_run(store, store.get(old))  # type: ignore[arg-type]
+        assert client.get(lock.key) == new
+    finally:
+        client.delete(lock.key, *(f"mapsvc:job:{j}" for j in (old, new)))
+        client.zrem(RunSlots.KEY, old, new)
+
+
+def test_a_start_cancelled_as_it_takes_the_lock_gives_it_back(client: redis.Redis) -> None:
+    """The cancel freed the layer before the job's start took it: the start gives it back and
+    ends the job cancelled (not as a conflict with a run that took the layer since)."""
+    store = JobStore(client, Settings())
+    job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    for name in (job_id, other):
+        store.create(name, "pretile", {"style": "start-cancel-style"})
+    lock = PretileLock(store, "start-cancel-style", 60)
+    stores = SimpleNamespace(pick=lambda s3: None)
+    runner = PretileRunner(store, None, stores, max_tiles=100, lock_ttl_s=60)  # type: ignore[arg-type]
+    job = PretileJob(job_id, "start-cancel-style", "en", False, False)
+    coverage = Coverage.box(SCENE).to_json()
+
+    def send(*args: object) -> None:
+        raise AssertionError("a cancelled run sends no chunk")
+
+    store.request_cancel(job_id)
+    try:
+        with pytest.raises(JobCancelledError):
+            runner.start(JobReporter(store, job_id), job, 8, 10, send, coverage)
+        assert client.get(lock.key) is None
+        assert lock.acquire(other) is None  # a new run of the layer
+        with pytest.raises(JobCancelledError):
+            runner.start(JobReporter(store, job_id), job, 8, 10, send, coverage)
+        assert client.get(lock.key) == other
+    finally:
+        client.delete(lock.key, *(f"mapsvc:job:{j}" for j in (job_id, other)))
 
 
 def test_a_resume_takes_the_old_runs_lock_over_in_one_step(client: redis.Redis) -> None:
