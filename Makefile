@@ -51,6 +51,7 @@ bench: setup
 	export MAPSVC_BENCH_SUMMARY=$(BENCH_SUMMARY) && \
 	$(BIN)/python -m tests.bench.bench_raster && \
 	$(BIN)/python -m tests.bench.bench_tiles && \
+	$(BIN)/python -m tests.bench.bench_render && \
 	$(BIN)/python -m tests.bench.bench_seed && \
 	$(BIN)/python -m tests.bench.bench_priority --contrast && \
 	$(BIN)/python -m tests.bench.bench_vector && \

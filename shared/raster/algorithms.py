@@ -35,17 +35,39 @@ def _gradients(
     a, b, c = z[:-2, :-2], z[:-2, 1:-1], z[:-2, 2:]
     d, f = z[1:-1, :-2], z[1:-1, 2:]
     g, h, i = z[2:, :-2], z[2:, 1:-1], z[2:, 2:]
-    dzdx = ((c + 2 * f + i) - (a + 2 * d + g)) / (8 * xres) * z_factor
-    dzdy = ((g + 2 * h + i) - (a + 2 * b + c)) / (8 * yres) * z_factor
+    # ((c + 2f + i) - (a + 2d + g)) / (8 xres) * z_factor, and alike for dz/dy: the same
+    # operations in the same order (the same bits), with fewer arrays made
+    dzdx = _difference(c, f, i, a, d, g) / (8 * xres)
+    dzdy = _difference(g, h, i, a, b, c) / (8 * yres)
+    if z_factor != 1:  # times 1 is the same number
+        dzdx *= z_factor
+        dzdy *= z_factor
     return dzdx, dzdy
+
+
+def _difference(
+    p: np.ndarray, q: np.ndarray, r: np.ndarray, u: np.ndarray, v: np.ndarray, w: np.ndarray
+) -> np.ndarray:
+    """``(p + 2q + r) - (u + 2v + w)``."""
+    out = 2 * q
+    out += p
+    out += r
+    other = 2 * v
+    other += u
+    other += w
+    out -= other
+    return out
 
 
 def slope_degrees(z: np.ndarray, xres: np.ndarray, yres: np.ndarray, z_factor: float) -> np.ndarray:
     """The slope in degrees of the inside of ``z``; ``xres``/``yres``: each inner row's ground
     pixel size (metres, a column vector)."""
     dzdx, dzdy = _gradients(z, xres, yres, z_factor)  # type: ignore[arg-type]
-    slope: np.ndarray = np.degrees(np.arctan(np.hypot(dzdx, dzdy))).astype("float32")
-    return slope
+    slope = np.hypot(dzdx, dzdy, out=dzdx)
+    np.arctan(slope, out=slope)
+    np.degrees(slope, out=slope)
+    out: np.ndarray = slope.astype("float32")
+    return out
 
 
 def hillshade(
@@ -61,12 +83,24 @@ def hillshade(
     dzdx, dzdy = _gradients(z, xres, yres, z_factor)  # type: ignore[arg-type]
     # the light's direction clockwise from north, turned into the angle of the formula below
     alt, az = np.radians(altitude), np.radians(180.0 - azimuth)
-    # gdaldem's: its x is the fall from left to right (-dz/dx), its y the rise downwards
-    x, y = -dzdx, dzdy
-    xx_plus_yy = x * x + y * y
-    aspect_term = y * np.cos(az) - x * np.sin(az)
-    shade = (np.sin(alt) - np.cos(alt) * aspect_term) / np.sqrt(1 + xx_plus_yy)
-    out: np.ndarray = np.clip(1 + 254 * shade, 1, 255).astype("float32")
+    # gdaldem's: its x is the fall from left to right (-dz/dx), its y the rise downwards:
+    #   shade = (sin(alt) - cos(alt) (y cos(az) - x sin(az))) / sqrt(1 + x² + y²)
+    # computed in place: x² is dzdx², and - x sin(az) is + dzdx sin(az), to the bit
+    norm = dzdx * dzdx
+    term = dzdy * dzdy
+    norm += term
+    norm += 1
+    np.sqrt(norm, out=norm)
+    np.multiply(dzdx, np.sin(az), out=term)
+    shade = dzdy * np.cos(az)
+    shade += term
+    shade *= np.cos(alt)
+    np.subtract(np.sin(alt), shade, out=shade)
+    shade /= norm
+    shade *= 254
+    shade += 1
+    np.clip(shade, 1, 255, out=shade)
+    out: np.ndarray = shade.astype("float32")
     return out
 
 
