@@ -545,9 +545,15 @@ def _colour(
         if alpha is not None:
             alpha = alpha[buffer : alpha.shape[0] - buffer, buffer : alpha.shape[1] - buffer]
         if rendering.algorithm in ("terrainrgb", "terrarium"):
-            # an encoding is finite everywhere: drawn where the DEM has data
+            # transparent where the DEM has no data (as TiTiler's), but its colour is 0 m there:
+            # MapLibre's raster-dem reads the colour alone (transparent black is -10000 m)
             encoded = _encoding(rendering, np.nan_to_num(inner))
-            return _rgba(list(encoded), has_data, alpha)
+            if alpha is not None:
+                has_data &= np.nan_to_num(alpha) > 0
+            rgba = np.empty((*has_data.shape, 4), np.uint8)
+            rgba[..., :3] = np.moveaxis(encoded, 0, -1)
+            rgba[..., 3] = has_data.view(np.uint8) * np.uint8(255)
+            return rgba
         values = _algorithm(rendering, values[0], area, buffer)
         values[:, ~has_data] = np.nan
     valid = np.isfinite(values).all(axis=0)

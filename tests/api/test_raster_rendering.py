@@ -649,3 +649,19 @@ def test_every_data_type_draws_neither_blank_nor_saturated(
     for channel, band in zip(drawn, bands, strict=True):
         r = np.corrcoef(channel.ravel(), source[band - 1].ravel())[0, 1]
         assert r > 0.95, (dtype, count, band, r)
+
+
+@pytest.mark.worker
+def test_terrain_rgb_holes_are_transparent_at_sea_level(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
+) -> None:
+    """Where the DEM has no data a terrain-RGB tile is transparent, and its colour is 0 m:
+    MapLibre reads the colour alone (transparent black would be a pit of -10000 m)."""
+    configured(client, DEM)
+    image = tile_of(client, DEM, child(ZONE, 2), "?algorithm=terrainrgb&resampling=nearest")
+    hole = image[:, :32, :32].reshape(4, -1).astype(float)
+    assert (hole[3] == 0).all()
+    assert (-10000 + (hole[0] * 65536 + hole[1] * 256 + hole[2]) * 0.1 == 0).all()
+    terrarium = tile_of(client, DEM, child(ZONE, 2), "?algorithm=terrarium").astype(float)
+    assert (terrarium[3, :32, :32] == 0).all()
+    assert (terrarium[0, :32, :32] * 256 + terrarium[1, :32, :32] - 32768 == 0).all()
