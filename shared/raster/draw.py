@@ -39,7 +39,7 @@ from rasterio.warp import reproject, transform, transform_bounds
 from rasterio.windows import Window
 from rio_tiler.colormap import cmap
 
-from shared.errors import UnprocessableError
+from shared.errors import InvalidInputError, UnprocessableError
 from shared.raster import algorithms
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.rendering import Rendering
@@ -172,6 +172,11 @@ class RasterDrawer:
         interp = list(ds.colorinterp)
         alpha_band = interp.index(ColorInterp.alpha) + 1 if ColorInterp.alpha in interp else None
         nodata = rendering.nodata if rendering.nodata is not None else ds.nodata
+        if rendering.nodata is not None and not _takes_nodata(np.dtype(ds.dtypes[0]), nodata):
+            raise InvalidInputError(
+                f"nodata: {nodata:g} is not a value of the layer's data type ({ds.dtypes[0]})",
+                parameter="nodata",
+            )
         resampling = (rendering.resampling or DEFAULT_RESAMPLING).gdal
         read = [*bands, alpha_band] if alpha_band and nodata is None else list(bands)
         centres = None

@@ -652,6 +652,21 @@ def test_every_data_type_draws_neither_blank_nor_saturated(
 
 
 @pytest.mark.worker
+@pytest.mark.parametrize("value", ["-1", "70000", "0.5"])
+def test_a_nodata_outside_the_data_type_is_400(
+    client: TestClient, rasters: Path, worker: subprocess.Popen[bytes], value: str
+) -> None:
+    configured(client, U16)
+    tile = child(ZONE, 2, 1, 1)
+    for resampling in ("nearest", "bilinear"):
+        query = f"?nodata={value}&resampling={resampling}"
+        r = client.get(tile_url(encode_id(U16), tile.z, tile.x, tile.y, query))
+        assert r.status_code == 400, r.text
+        assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "nodata"
+    assert tile_of(client, U16, tile, "?nodata=8000").shape == (4, 256, 256)
+
+
+@pytest.mark.worker
 def test_terrain_rgb_holes_are_transparent_at_sea_level(
     client: TestClient, rasters: Path, worker: subprocess.Popen[bytes]
 ) -> None:
