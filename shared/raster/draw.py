@@ -10,8 +10,9 @@ pixels). Then, by the :class:`~shared.raster.rendering.Rendering`:
 2. an algorithm over the one band (hillshade, slope, terrain-RGB, Terrarium);
 3. each band stretched from ``rescale`` (or its default: its 2–98 % statistics for a source
    band that is not 8-bit, 0–90 for a slope) to 0–255, or coloured by a colour map;
-4. one band as gray, three as RGB; transparent where any band has no data (nodata, NaN, masks,
-   alpha, outside the raster).
+4. one band as gray, three as RGB; transparent where there is no data: a pixel whose every band
+   read is nodata (GDAL's warp's rule; a band that alone is nodata is drawn as 0), NaN or an
+   expression's non-finite value, masks, alpha, outside the raster.
 
 A :class:`RasterDrawer` keeps each process's datasets open (reopened when their file changes).
 """
