@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from api.fields import Query
 from shared.raster.rendering import (
@@ -43,11 +43,20 @@ Resampling = Annotated[
 ]
 
 
+#: printable ASCII: what a text parameter (JSON, an expression) is written in. With the lengths,
+#: a URL of every parameter stays under uvicorn's 64 KiB, whose refusal is not our JSON error
+_PRINTABLE = r"^[ -~]*$"
+#: band numbers, one or several separated by commas
+_BandList = Annotated[str, StringConstraints(max_length=256, pattern=r"^[0-9,]+$")]
+#: ``min,max``: two numbers
+_Range = Annotated[str, StringConstraints(max_length=64, pattern=r"^[-+0-9.eE,]+$")]
+
+
 class RenderQuery(Query):
     """How a raster layer is drawn (TiTiler's parameters); none given: as the layer's own
     rendering says (its configuration's choice, else its default)."""
 
-    bidx: list[str] | None = Field(
+    bidx: list[_BandList] | None = Field(
         None,
         max_length=64,
         description="Band numbers to draw (repeatable, from 1): one band as gray (or through a"
@@ -57,11 +66,12 @@ class RenderQuery(Query):
     expression: str | None = Field(
         None,
         max_length=MAX_EXPRESSION_CHARS,
+        pattern=_PRINTABLE,
         description="Band math over `b1…bN` (numexpr; `;` separates output bands), e.g. NDVI"
         " `(b4-b3)/(b4+b3)`; a value that is not finite (a division by zero) is nodata",
         examples=["(b4-b3)/(b4+b3)"],
     )
-    rescale: list[str] | None = Field(
+    rescale: list[_Range] | None = Field(
         None,
         max_length=64,
         description="`min,max` stretched to 0–255, one per band (repeatable; the last serves the"
@@ -71,6 +81,7 @@ class RenderQuery(Query):
     colormap_name: str | None = Field(
         None,
         max_length=64,
+        pattern=r"^[A-Za-z0-9_]+$",
         description="A named colour map (rio-tiler's: `viridis`, `terrain`,"
         " `rdylgn`, …) over the one band drawn",
         examples=["viridis"],
@@ -78,8 +89,10 @@ class RenderQuery(Query):
     colormap: str | None = Field(
         None,
         max_length=MAX_COLORMAP_BYTES,
+        pattern=_PRINTABLE,
         description='A colour map as JSON: value → colour (`{"1": "#ff0000", "2": [0, 255, 0,'
-        ' 255]}`) or intervals (`[[[0, 100], "#ff0000"], …]`), at most 256 entries',
+        ' 255]}`) or intervals (`[[[0, 100], "#ff0000"], …]`), at most 256 entries and'
+        f" {MAX_COLORMAP_BYTES} characters",
     )
     algorithm: str | None = Field(
         None,
@@ -91,12 +104,16 @@ class RenderQuery(Query):
     algorithm_params: str | None = Field(
         None,
         max_length=1024,
+        pattern=_PRINTABLE,
         description='The algorithm\'s parameters as JSON: hillshade `{"azimuth": 45,'
         ' "angle_altitude": 45, "z_factor": 1}`, slope `z_factor`, terrainrgb `interval`,'
         " `baseval`",
     )
     nodata: str | None = Field(
-        None, max_length=32, description="The source's nodata value (a number or `nan`)"
+        None,
+        max_length=32,
+        pattern=r"^[-+0-9.eEnaN]+$",
+        description="The source's nodata value (a number or `nan`)",
     )
     resampling: Resampling | None = Field(
         None,

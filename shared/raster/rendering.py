@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numexpr
+import numpy as np
 from rio_tiler.colormap import cmap
 
 from shared.errors import InvalidInputError
@@ -47,7 +49,7 @@ __all__ = [
 MAX_EXPRESSION_CHARS = 512
 #: The most entries of a ``colormap`` and its longest JSON text.
 MAX_COLORMAP_ENTRIES = 256
-MAX_COLORMAP_BYTES = 16 * 1024
+MAX_COLORMAP_BYTES = 8 * 1024
 #: The most bands a rendering reads (``bidx``, an expression's) and draws.
 _MAX_BANDS = 64
 _MAX_BLOCKS = 4
@@ -301,7 +303,7 @@ def _expression(text: str, band_count: int | None) -> tuple[str, tuple[int, ...]
     for block in blocks:
         try:
             tree = ast.parse(block, mode="eval")
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise _invalid("expression", "is not a valid expression", block) from None
         calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
         for node in ast.walk(tree):
@@ -326,7 +328,21 @@ def _expression(text: str, band_count: int | None) -> tuple[str, tuple[int, ...]
         canonical.append(ast.unparse(tree).replace(" ", ""))
     if not bands:
         raise _invalid("expression", "reads no band (b1, b2, …)")
+    _check_evaluates(canonical, bands)
     return ";".join(canonical), tuple(sorted(bands))
+
+
+def _check_evaluates(blocks: list[str], bands: set[int]) -> None:
+    """Refuse blocks numexpr cannot evaluate over float bands (a function's arity, ``&`` of
+    floats): tried once on one pixel, so that no tile fails on it."""
+    pixel = {f"b{band}": np.ones(1, np.float32) for band in bands}
+    for block in blocks:
+        try:
+            with np.errstate(all="ignore"):
+                numexpr.evaluate(block, local_dict=pixel)
+        except Exception as exc:  # noqa: BLE001 - numexpr raises many kinds; each is a 400
+            message = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise _invalid("expression", f"cannot be evaluated: {message}", block) from None
 
 
 def _colour(value: Any, parameter: str) -> Colour:
@@ -350,8 +366,10 @@ def _colormap(text: str) -> tuple[tuple[Any, Colour], ...]:
         raise _invalid("colormap", f"at most {MAX_COLORMAP_BYTES} bytes")
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise _invalid("colormap", "must be JSON") from None
+    if not isinstance(value, dict | list):
+        raise _invalid("colormap", "must be a JSON object or a list of intervals")
     if not value or len(value) > MAX_COLORMAP_ENTRIES:
         raise _invalid("colormap", f"must have 1 to {MAX_COLORMAP_ENTRIES} entries")
     if isinstance(value, dict):
@@ -379,7 +397,7 @@ def _algorithm(name: str, params_text: str | None) -> tuple[str, tuple[tuple[str
         return name, ()
     try:
         given = json.loads(params_text) if len(params_text) <= 1024 else None
-    except ValueError:
+    except (ValueError, RecursionError):
         given = None
     if not isinstance(given, dict):
         raise _invalid("algorithm_params", "must be a JSON object of at most 1024 characters")

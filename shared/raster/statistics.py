@@ -28,7 +28,7 @@ from rasterio.enums import ColorInterp, Resampling
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from shared.raster.rendering import Colour, Rendering
+from shared.raster.rendering import MAX_COLORMAP_ENTRIES, Colour, Rendering
 
 __all__ = ["SAMPLE_PX", "band_statistics", "default_rendering", "stretch_of"]
 
@@ -137,7 +137,8 @@ def default_rendering(ds: DatasetReader, stats: list[dict[str, Any]]) -> Renderi
         # GDAL pads a table to 256 entries: those past the band's largest value go
         top = stats[0]["max"] if stats[0]["max"] is not None else max(table)
         colours = tuple(sorted((float(k), _rgba(v)) for k, v in table.items() if k <= top))
-        return Rendering(bidx=(1,), colormap=colours)
+        if len(colours) <= MAX_COLORMAP_ENTRIES:  # a larger table (16-bit) is stretched
+            return Rendering(bidx=(1,), colormap=colours)
     bands = _bands(ds)
     rescale = []
     for band in bands:
