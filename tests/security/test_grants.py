@@ -58,6 +58,7 @@ OTHER_PATH_VALUES = {
     **{"TileMatrix": "8", "TileRow": "110", "TileCol": "72"},
     **{"tileMatrixSetId": "WebMercatorQuad", "tileMatrix": "8", "tileRow": "110"},  # OGC API
     **{"tileCol": "72", "featureId": "1"},
+    **{"lon": "-77.7", "lat": "24.5"},  # a point of A's raster
     "name": "00000000-0000-4000-8000-000000000000.pmtiles",  # an export of A (see `app`)
 }
 #: the other query parameters of the OGC KVP routes: a request that draws the layer
