@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -38,14 +40,24 @@ class PointQuery(LegendQuery):
     lat: float = Field(ge=-90, le=90, description="Latitude", examples=[24.5])
 
 
+def _source(info: StyleInfo) -> Path:
+    """The source of the raster layer ``info``.
+
+    Raises:
+        InvalidInputError: the layer is not a raster (a style of vectors).
+    """
+    if info.source is None:
+        raise InvalidInputError("this layer is not a raster", style=info.style)
+    return info.source
+
+
 def drawing_of(info: StyleInfo, query: RenderQuery) -> Rendering:
     """How the raster layer ``info`` is drawn with the parameters of ``query``.
 
     Raises:
         InvalidInputError: a parameter out of its bounds, or the layer is not a raster.
     """
-    if info.source is None:
-        raise InvalidInputError("this layer is not a raster", style=info.style)
+    _source(info)
     own = rendering_from_json(info.rendering) if info.rendering else None
     return effective_rendering(query.rendering(info.band_count), own)
 
@@ -73,9 +85,8 @@ async def get_point(request: Request, query: PointQuery) -> Response:
     raster."""
     info = services(request).tiles.style(query.style)
     rendering = query.rendering(info.band_count)
-    if info.source is None:
-        raise InvalidInputError("this layer is not a raster", style=info.style)
-    found = await run_in_threadpool(point_values, info.source, query.lon, query.lat, rendering)
+    source = _source(info)
+    found = await run_in_threadpool(point_values, source, query.lon, query.lat, rendering)
     return JSONResponse(found)
 
 

@@ -43,7 +43,7 @@ from rio_tiler.colormap import cmap
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.raster import algorithms
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
-from shared.raster.rendering import Rendering
+from shared.raster.rendering import Rendering, effective_rendering
 from shared.raster.resampling import DEFAULT_RESAMPLING
 from shared.raster.statistics import stretch_of
 from shared.tiles.grid import RenderArea
@@ -126,15 +126,13 @@ class RasterDrawer:
 
     def draw(self, layer: LayerDrawing, area: RenderArea, rendering: Rendering) -> np.ndarray:
         """The RGBA pixels (rows, columns, 4 bytes; not premultiplied) of ``area`` of ``layer``
-        drawn with ``rendering``: nothing chosen, the layer's own; else the choices of
-        ``rendering``, the layer's where it chose nothing (:meth:`Rendering.with_defaults`).
+        drawn with ``rendering`` over the layer's own
+        (:func:`~shared.raster.rendering.effective_rendering`).
 
         Raises:
             UnprocessableError: the source cannot be read.
         """
-        if layer.rendering is not None:
-            own = layer.rendering
-            rendering = own if rendering.empty else rendering.with_defaults(own)
+        rendering = effective_rendering(rendering, layer.rendering)
         try:
             ds = self._dataset(layer.source)
             bands = _bands_read(rendering, ds)
