@@ -13,6 +13,11 @@ Python stack (docs/benchmarks.md). nginx never judges a credential: the API's on
   the client sent (the same header, the same raw query) for the style nginx read from the
   normalised path (the file it sends). The yes is kept ``MAPSVC_FRONT_ACCESS_TTL_S`` under that
   raw text; it names the caller (``X-Principal``), whose tiles budget the request counts on;
+  or
+- to a caller asking with rendering parameters (and ``api_key`` among them or not; the header
+  or none) once the API has answered the same ``access`` route with the folder their tiles are
+  cached in (``X-Tile-Folder``: the digest of the canonical parameters, which only the API
+  parses);
 
 anything else (a refusal, another query or method, a missing file) goes to the API, which
 checks, renders and caches. A tile from disk has the API's headers: ``X-Cache: HIT``,
@@ -47,6 +52,7 @@ from api.front_routes import location_pattern, parameter_pattern
 from api.mounts import USER_PREFIX
 from api.routes import ogc_tiles, tiles, vector
 from api.routes.ogc import TMS_ID
+from api.routes.tiles import ACCESS_QUERY
 from shared.settings import Settings
 
 __all__ = [
@@ -73,6 +79,10 @@ _VECTOR_LAYER = r"[A-Za-z0-9_.-]{1,240}"
 #: tile matrix set served
 _OGC = {"tileMatrix": "z", "tileRow": "y", "tileCol": "x"}
 _OGC_TMS = {"tileMatrixSetId": re.escape(TMS_ID)}
+#: a query of rendering parameters (the key among them or not), each ``name=value``: the front
+#: asks the API whether the caller may read the tiles, and in which folder they are cached
+_RENDER_NAMES = "|".join(sorted(ACCESS_QUERY))
+_RENDER_QUERY = rf"^[?](?:{_RENDER_NAMES})=[^&]*(?:&(?:{_RENDER_NAMES})=[^&]*)*$"
 #: the raster tiles from disk: a tile of a layer in any format, with a language or without
 #: (the tile routes' forms); an OGC API tile of a raster collection in an image format, the
 #: same file in the default language (it has no language in its path)
@@ -272,6 +282,7 @@ def _raster(settings: Settings) -> str:
             set $front_style $style;  # the subrequest sees the main request's variables
             auth_request /_front/access;
             auth_request_set $principal $upstream_http_x_principal;
+            auth_request_set $tile_folder $upstream_http_x_tile_folder;
             # on to @tile after the access phase: limit_req runs before it, and the budget of
             # a caller with credentials is the principal the API named
             root {tiles};
@@ -289,7 +300,7 @@ def _raster(settings: Settings) -> str:
             limit_req_status 429;
             max_ranges 0;  # the whole tile, as the API sends it
             root {tiles};
-            try_files /$style/$tile_lang/$z/$x/$y.$tile_ext @api;
+            try_files /$style/$tile_lang$tile_folder/$z/$x/$y.$tile_ext @api;
             add_header X-Cache HIT always;
             add_header Cache-Control "$tile_visibility, max-age={max_age}" always;
 {_cors(settings)}        }}
@@ -358,6 +369,7 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
     map $raw_query $query_kind {{
         "" none;
         "~^[?]api_key=[A-Za-z0-9._~-]{{1,512}}$" key;
+        "~{_RENDER_QUERY}" rendering;
         default other;
     }}
     map "$request_method:$query_kind:$http_authorization" $caller {{
@@ -366,6 +378,7 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
         "~^(?:GET|HEAD):none:." keyed;
         "GET:key:" keyed;
         "HEAD:key:" keyed;
+        "~^(?:GET|HEAD):rendering:" keyed;
         default other;
     }}
     map $style $public {{
@@ -383,9 +396,15 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
         "~^keyed:" keyed;
         default api;
     }}
-    map $caller $anonymous_addr {{
-        anonymous $binary_remote_addr;
+    # the API names an anonymous caller with rendering parameters "anonymous": per address too
+    map "$caller|$principal" $anonymous_addr {{
+        "~^anonymous[|]" $binary_remote_addr;
+        "~[|]anonymous$" $binary_remote_addr;
         default "";
+    }}
+    map $principal $principal_budget {{
+        anonymous "";
+        default $principal;
     }}
     map $format $tile_ext {{
         jpeg jpg;
@@ -415,7 +434,7 @@ def _disk_http(settings: Settings, run_dir: Path) -> str:
     }}
     # the tiles budget: per client address for anonymous callers, else per principal
     limit_req_zone $anonymous_addr zone=tiles:10m rate={per_min}r/m;
-    limit_req_zone $principal zone=keys:10m rate={per_min}r/m;
+    limit_req_zone $principal_budget zone=keys:10m rate={per_min}r/m;
 """
 
 

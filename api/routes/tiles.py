@@ -64,10 +64,10 @@ from shared.tiles.pretile import (
     check_pace,
     plan_pretile,
 )
-from shared.tiles.store import etag_of
+from shared.tiles.store import etag_of, rendering_folder
 from shared.tiles.styles import StyleInfo
 
-__all__ = ["ENDPOINTS", "image_response", "render_box", "tile_image"]
+__all__ = ["ACCESS_QUERY", "ENDPOINTS", "image_response", "render_box", "tile_image"]
 
 _SIDE = 2**MAX_ZOOM - 1
 #: the row of a tile URL, then ``@2x`` for the tile at twice the pixels
@@ -332,16 +332,38 @@ async def tile_image(
     return response
 
 
-async def get_tile_access(request: Request, query: StyleQuery) -> Response:
+class TileAccessQuery(StyleQuery, RenderQuery):
+    """A layer named by the path, and the rendering parameters of the tiles asked."""
+
+
+#: what the access check reads of a query: the credential and the rendering parameters
+ACCESS_QUERY = frozenset({"api_key", *RenderQuery.model_fields})
+
+
+async def get_tile_access(request: Request, query: TileAccessQuery) -> Response:
     """Whether the caller may read the layer's tiles: ``204`` naming the caller
-    (``X-Principal``: its principal's id), else the error a tile would get.
+    (``X-Principal``: its principal's id) and, for rendering parameters, the folder their tiles
+    are cached in (``X-Tile-Folder``: ``~<key>``, after the language's); else the error a tile
+    would get.
 
     The nginx front asks it (``auth_request``, with exactly the client's ``Authorization``
-    header and query) before it sends a cached tile to a caller with credentials, keeps a yes a
-    few seconds per style and credential as sent, and counts the tiles budget per principal.
+    header and query) before it sends a cached tile to a caller with credentials, or one asked
+    with rendering parameters; keeps a yes a few seconds per style, credential and query as
+    sent; and counts the tiles budget per principal. A query with anything else (``nocache``,
+    ``bbox``, …) is ``400``: the tile route answers it itself.
     """
-    services(request).tiles.style(query.style)  # 404 for an unknown style
-    return Response(status_code=204, headers={"X-Principal": principal_of(request).id})
+    other = sorted(set(request.query_params) - ACCESS_QUERY)
+    if other:
+        raise InvalidInputError(
+            f"{other[0]}: the access check reads api_key and the rendering parameters only",
+            parameter=other[0],
+        )
+    info = services(request).tiles.style(query.style)  # 404 for an unknown style
+    headers = {"X-Principal": principal_of(request).id}
+    folder = rendering_folder(query.rendering(info.band_count))
+    if folder:
+        headers["X-Tile-Folder"] = folder
+    return Response(status_code=204, headers=headers)
 
 
 def _tilejson(info: StyleInfo, tiles: str, rendering: Rendering | None = None) -> dict[str, Any]:
@@ -546,7 +568,7 @@ ENDPOINTS = [
         get_tile_access,
         rule=_READ,
         budget=None,  # the front counts the tiles it sends itself
-        query=StyleQuery,
+        query=TileAccessQuery,
         answer={
             "204": {
                 "description": "The caller may read the layer's tiles",
@@ -554,11 +576,16 @@ ENDPOINTS = [
                     "X-Principal": {
                         "schema": {"type": "string"},
                         "description": "The caller's principal id (its tiles budget)",
-                    }
+                    },
+                    "X-Tile-Folder": {
+                        "schema": {"type": "string", "pattern": "^~[0-9a-f]+$"},
+                        "description": "With rendering parameters: what their tiles' cache"
+                        " folder adds to the language's (`<style>/<lang>~<key>/…`)",
+                    },
                 },
             }
         },
-        errors=(401, 403, 404),
+        errors=(400, 401, 403, 404),
     ),
     _endpoint(
         "/rtile/{style}/tilejson.json",

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numexpr
 import numpy as np
 import rasterio
@@ -44,11 +45,14 @@ from shared.errors import InvalidInputError, UnprocessableError
 from shared.raster import algorithms
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.rendering import Rendering, effective_rendering
-from shared.raster.resampling import DEFAULT_RESAMPLING
+from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.statistics import stretch_of
 from shared.tiles.grid import RenderArea
 
 __all__ = ["LayerDrawing", "RasterDrawer"]
+
+# one thread: a render process is one of as many as the machine has cores
+cv2.setNumThreads(1)
 
 _WEB_MERCATOR = "EPSG:3857"
 _EARTH_RADIUS = 6378137.0
@@ -67,16 +71,25 @@ _NEAREST_SPAN = 16
 #: and still fall in it: GDAL's warp kernel's tolerance
 _EDGE_EPSILON = 1e-10
 _FLOAT32_EPSILON = np.finfo(np.float32).eps
+#: a bilinear read maps the destination's pixels to the source's through a grid of this many
+#: points a side, interpolated between (GDAL's warp, through its approximating transformer)
+_GRID = 17
+#: the largest error (source pixels) of the grid's interpolation a bilinear read takes
+_GRID_ERROR = 0.05
+#: the least weight of valid source pixels a bilinear value is made of (GDAL's warp's)
+_LEAST_WEIGHT = 1e-5
 
 
 @dataclass(frozen=True)
 class LayerDrawing:
     """What a layer's configuration says of its drawing: its source (with overviews), its own
-    rendering (None: Mapnik draws it), and the statistics of its bands."""
+    rendering (None: none chosen, its values as they are), the statistics of its bands, and
+    its resampling (what a rendering that names none draws with)."""
 
     source: Path
     rendering: Rendering | None
     statistics: list[dict[str, Any]]
+    resampling: LayerResampling = DEFAULT_RESAMPLING
 
 
 class RasterDrawer:
@@ -137,7 +150,8 @@ class RasterDrawer:
             ds = self._dataset(layer.source)
             bands = _bands_read(rendering, ds)
             buffer = algorithms.buffered(rendering)
-            data, alpha = self._read(ds, layer.source, bands, area, rendering, buffer)
+            resampling = (rendering.resampling or layer.resampling).gdal
+            data, alpha = self._read(ds, layer.source, bands, area, rendering, resampling, buffer)
         except GDAL_ERRORS as exc:
             raise UnprocessableError(
                 f"{layer.source.name}: {gdal_message(exc)}", file=layer.source.name
@@ -152,6 +166,7 @@ class RasterDrawer:
         bands: Sequence[int],
         area: RenderArea,
         rendering: Rendering,
+        resampling: Resampling,
         buffer: int,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The bands of ``area`` (``buffer`` pixels past each side too) as float32, NaN where
@@ -160,8 +175,9 @@ class RasterDrawer:
         GDAL's warp draws them; but a ``nearest`` warp whose columns and rows map to columns and
         rows of the source (the same CRS, or Web Mercator and degrees) is done here, to the
         same values: read the source's window, take the pixel under each destination pixel's
-        centre (:func:`_nearest`). GDAL's warp of a tile costs a few milliseconds however few
-        its pixels; that read, a tenth of it.
+        centre (:func:`_nearest`); and a ``bilinear`` one is done here at the same places
+        (:func:`_places`, :func:`_bilinear`). GDAL's warp of a tile costs several milliseconds
+        however few its pixels; these reads, a fraction of it.
         """
         crs = area.srs or _WEB_MERCATOR
         minx, miny, maxx, maxy = area.bbox
@@ -176,15 +192,25 @@ class RasterDrawer:
                 f"nodata: {nodata:g} is not a value of the layer's data type ({ds.dtypes[0]})",
                 parameter="nodata",
             )
-        resampling = (rendering.resampling or DEFAULT_RESAMPLING).gdal
         read = [*bands, alpha_band] if alpha_band and nodata is None else list(bands)
-        centres = None
-        if resampling is Resampling.nearest:
+        centres = places = None
+        if resampling in (Resampling.nearest, Resampling.bilinear):
             centres = _centres(area, crs, dst_transform, width, height, ds.crs)
-        source = self._level(ds, path, area, crs, centres.bounds if centres else None)
-        out = (
-            None if centres is None else _nearest(source, self._grid(source), read, nodata, centres)
-        )
+            if centres is None:
+                places = _places(self._grid(ds), ds.crs, crs, dst_transform, width, height)
+        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
+        source = self._level(ds, path, area, crs, bounds)
+        out = None
+        grid = self._grid(source)
+        if resampling is Resampling.nearest and centres is not None:
+            out = _nearest(source, grid, read, nodata, centres)
+        elif resampling in (Resampling.nearest, Resampling.bilinear):
+            if centres is not None:
+                places = _Places.of(grid, centres)
+            elif places is not None and source is not ds:  # an overview: its pixels
+                places = places.scaled(grid.width / ds.width, grid.height / ds.height)
+            if places is not None:
+                out = _bilinear(source, grid, read, nodata, places, resampling)
         if out is None:
             out = np.full((len(read), height, width), np.nan, np.float32)
             with warnings.catch_warnings():
@@ -371,6 +397,245 @@ def _nearest(
     out = np.full(shape, np.nan, np.float32)
     out[:, inside_y[0] : inside_y[-1] + 1, inside_x[0] : inside_x[-1] + 1] = values
     return out
+
+
+@dataclass(frozen=True)
+class _Places:
+    """Where the centre of each destination pixel falls in the source, in its pixels (GDAL's
+    convention: 0 is the first pixel's left or top edge), as ``float32`` maps."""
+
+    columns: np.ndarray
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, grid: _SourceGrid, centres: _Centres) -> _Places | None:
+        """The places of ``centres`` (a separable warp's) in a source of unrotated pixels."""
+        left, a, b, top, d, e = grid.geo
+        if b != 0 or d != 0:
+            return None
+        columns = ((centres.xs - left) / a).astype(np.float32)
+        rows = ((centres.ys - top) / e).astype(np.float32)
+        shape = (len(rows), len(columns))
+        return cls(np.broadcast_to(columns, shape), np.broadcast_to(rows[:, None], shape))
+
+    def scaled(self, x: float, y: float) -> _Places:
+        """These places in an overview of ``x`` and ``y`` times the pixels a side."""
+        return _Places(self.columns * np.float32(x), self.rows * np.float32(y))
+
+    def bounds(self, grid: _SourceGrid) -> tuple[float, float, float, float]:
+        """The box of these places in the CRS of the source of ``grid`` (unrotated)."""
+        left, a, _, top, _, e = grid.geo
+        columns = (float(self.columns.min()), float(self.columns.max()))
+        rows = (float(self.rows.min()), float(self.rows.max()))
+        return left + columns[0] * a, top + rows[1] * e, left + columns[1] * a, top + rows[0] * e
+
+
+def _places(
+    source: _SourceGrid, source_crs: CRS, crs: str, dst: Affine, width: int, height: int
+) -> _Places | None:
+    """The places of the centres of the ``width`` x ``height`` pixels of ``dst`` (in ``crs``)
+    in ``source`` (unrotated; its CRS ``source_crs``): transformed at a grid of :data:`_GRID`
+    points a side and interpolated between, as GDAL's approximating transformer does. None
+    where the interpolation is more than :data:`_GRID_ERROR` pixels off at the grid cells'
+    centres (GDAL's warp draws it), or a point has no place in the source's CRS."""
+    left, a, b, top, d, e = source.geo
+    if b != 0 or d != 0 or source_crs is None:
+        return None
+    cols, rows = _grid_points(width, height)
+    xs, ys = dst.c + cols * dst.a, dst.f + rows * dst.e  # dst: a north-up area's grid
+    if _axes(source_crs, crs) != "same":
+        try:
+            xs, ys = (np.asarray(v, np.float64) for v in transform(crs, source_crs, xs, ys))
+        except GDAL_ERRORS:
+            return None
+        if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
+            return None
+    src_cols, src_rows = (xs - left) / a, (ys - top) / e
+    count = _GRID * _GRID
+    maps = []
+    for values in (src_cols, src_rows):
+        grid = values[:count].reshape(_GRID, _GRID)
+        between = (grid[:-1, :-1] + grid[1:, :-1] + grid[:-1, 1:] + grid[1:, 1:]) / 4
+        if np.abs(between - values[count:].reshape(_GRID - 1, _GRID - 1)).max() > _GRID_ERROR:
+            return None
+        # float32 from the grid's first point: a thousandth of a pixel
+        near = _interpolated((grid - grid[0, 0]).astype(np.float32), width, height)
+        maps.append(near + np.float32(grid[0, 0]))
+    return _Places(*maps)
+
+
+@lru_cache(maxsize=16)
+def _grid_points(width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """The columns and rows (pixel coordinates) of the points :func:`_places` transforms: a
+    grid from the first pixels' centres to the last ones', then its cells' centres, where the
+    interpolation is checked (read-only)."""
+    steps_x = np.linspace(0.0, width - 1.0, _GRID)
+    steps_y = np.linspace(0.0, height - 1.0, _GRID)
+    mid_x = (steps_x[:-1] + steps_x[1:]) / 2
+    mid_y = (steps_y[:-1] + steps_y[1:]) / 2
+    grid_cols, grid_rows = np.meshgrid(steps_x, steps_y)
+    mid_cols, mid_rows = np.meshgrid(mid_x, mid_y)
+    cols = np.concatenate([grid_cols.ravel(), mid_cols.ravel()]) + 0.5
+    rows = np.concatenate([grid_rows.ravel(), mid_rows.ravel()]) + 0.5
+    cols.flags.writeable = rows.flags.writeable = False
+    return cols, rows
+
+
+@lru_cache(maxsize=16)
+def _interpolation(size: int, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``size`` pixels, the lower of the two of ``points`` evenly spaced pixels
+    (the first and the last included) it lies between, and its weight of the upper one."""
+    at = np.arange(size) * ((points - 1) / max(size - 1, 1))
+    low = np.minimum(at.astype(np.intp), points - 2)
+    upper = (at - low).astype(np.float32)
+    low.flags.writeable = upper.flags.writeable = False
+    return low, upper
+
+
+def _interpolated(grid: np.ndarray, width: int, height: int) -> np.ndarray:
+    """``grid`` (values at evenly spaced pixels, the corners included) interpolated to each of
+    ``height`` x ``width`` pixels, rows then columns (elementwise: no BLAS, whose threads would
+    fight the other render processes')."""
+    low, upper = _interpolation(height, grid.shape[0])
+    rows = grid[low] * (1 - upper)[:, None] + grid[low + 1] * upper[:, None]
+    low, upper = _interpolation(width, grid.shape[1])
+    out: np.ndarray = rows[:, low] * (1 - upper) + rows[:, low + 1] * upper
+    return out
+
+
+def _bilinear(
+    source: DatasetReader,
+    grid: _SourceGrid,
+    read: Sequence[int],
+    nodata: float | None,
+    places: _Places,
+    resampling: Resampling = Resampling.bilinear,
+) -> np.ndarray | None:
+    """The ``read`` bands of ``source`` (its ``grid``) at ``places``, each from the four source
+    pixels around it weighted by their distance (``nearest``: the pixel it falls in, GDAL's
+    ``floor``) (float32, NaN where there is no data); None
+    where this read is not GDAL's (rotated pixels, masks, a source alpha band beside nodata,
+    a nodata its data type does not take): GDAL's warp draws it.
+
+    As GDAL's bilinear warp: a place outside the source, or in a pixel with no data (every
+    band read ``nodata``, or NaN), has no data; else a pixel around it with no data weighs
+    nothing and the others are weighed again. A source alpha band read last weighs each pixel by its
+    opacity, and is itself interpolated. The weights are OpenCV's (``remap``: a 32nd of a
+    pixel); GDAL's warp reading more pixels than it draws widens its kernel (an average), this
+    read does not: an overview is read where GDAL's warp would read one.
+    """
+    left, a, b, top, d, e = grid.geo
+    if b != 0 or d != 0:
+        return None
+    alpha = nodata is None and len(read) > 1 and _is_alpha(source, read[-1])
+    bands = read[:-1] if alpha else read
+    if not alpha and not all(grid.plain[band - 1] for band in read):
+        return None
+    if nodata is not None and not _takes_nodata(np.dtype(grid.dtypes[read[0] - 1]), nodata):
+        return None
+    shape = (len(read), *places.columns.shape)
+    # the source window the places need (a pixel more each side), within the source
+    col0 = max(int(np.floor(places.columns.min())) - 1, 0)
+    row0 = max(int(np.floor(places.rows.min())) - 1, 0)
+    col1 = min(int(np.ceil(places.columns.max())) + 1, grid.width)
+    row1 = min(int(np.ceil(places.rows.max())) + 1, grid.height)
+    if col1 <= col0 or row1 <= row0:
+        return np.full(shape, np.nan, np.float32)
+    if (col1 - col0) * (row1 - row0) > _NEAREST_SPAN * shape[1] * shape[2]:
+        return None
+    data = source.read(list(read), window=Window(col0, row0, col1 - col0, row1 - row0))
+    values = data[: len(bands)].astype(np.float32)
+    if resampling is Resampling.nearest:
+        return _picked(values, data, nodata, places, col0, row0, alpha)
+    weight = data[-1].astype(np.float32) * (1 / 255) if alpha else None
+    holes = np.zeros(data.shape[1:], bool)
+    if nodata is not None:
+        holes |= _is_nodata(data, nodata).all(axis=0)
+    if values.dtype.kind == "f" and data.dtype.kind == "f":
+        holes |= ~np.isfinite(values).all(axis=0)
+    if holes.any():
+        weight = np.ones(data.shape[1:], np.float32) if weight is None else weight
+        weight[holes] = 0
+        values[:, holes] = 0
+    if weight is not None:
+        values *= weight
+    else:
+        weight = np.ones(data.shape[1:], np.float32)
+    # OpenCV's places: 0 is the first pixel's centre; outside the window is 0 (no weight)
+    map_x = places.columns - np.float32(col0 + 0.5)
+    map_y = places.rows - np.float32(row0 + 0.5)
+
+    def remap(band: np.ndarray, how: int = cv2.INTER_LINEAR) -> np.ndarray:
+        out: np.ndarray = cv2.remap(
+            band, map_x, map_y, how, borderMode=cv2.BORDER_CONSTANT, borderValue=0
+        )
+        return out
+
+    # the bands and the weight interpolated, four channels a call (OpenCV's most)
+    layers = [*values, weight]
+    done: list[np.ndarray] = []
+    for first in range(0, len(layers), 4):
+        chunk = layers[first : first + 4]
+        moved = remap(np.dstack(chunk)) if len(chunk) > 1 else remap(chunk[0])
+        done.extend(np.moveaxis(moved.reshape(*moved.shape[:2], -1), -1, 0))
+    total = done[-1]
+    # the pixel each place falls in (outside the source: none) must have data itself
+    valid = (remap(weight, cv2.INTER_NEAREST) > _LEAST_WEIGHT) & (total > _LEAST_WEIGHT)
+    out = np.empty(shape, np.float32)
+    with np.errstate(all="ignore"):
+        for i, band in enumerate(done[:-1]):
+            np.divide(band, total, out=out[i])
+    if alpha:
+        out[-1] = total * 255
+    out[:, ~valid] = np.nan
+    return out
+
+
+def _picked(
+    values: np.ndarray,
+    data: np.ndarray,
+    nodata: float | None,
+    places: _Places,
+    col0: int,
+    row0: int,
+    alpha: bool,
+) -> np.ndarray:
+    """The ``values`` (of ``data``, a window at ``col0``, ``row0``; an alpha band last when
+    ``alpha``) of the pixel each of ``places`` falls in; NaN outside the window or where the
+    pixel has no data (every band ``nodata``, NaN, alpha 0)."""
+    holes = np.zeros(values.shape[1:], np.float32)
+    if nodata is not None:
+        holes[_is_nodata(data, nodata).all(axis=0)] = 1
+    if alpha:
+        holes[data[-1] == 0] = 1
+    if values.dtype.kind == "f" and data.dtype.kind == "f":
+        holes[~np.isfinite(values).all(axis=0)] = 1
+    layers = [*values, data[-1].astype(np.float32)] if alpha else list(values)
+    layers.append(holes)
+    map_x = places.columns - np.float32(col0 + 0.5)
+    map_y = places.rows - np.float32(row0 + 0.5)
+    picked: list[np.ndarray] = []
+    for first in range(0, len(layers), 4):
+        chunk = layers[first : first + 4]
+        # OpenCV's nearest: the pixel whose centre is nearest, the one each place falls in;
+        # outside the window a hole
+        moved = cv2.remap(
+            np.dstack(chunk) if len(chunk) > 1 else chunk[0],
+            map_x,
+            map_y,
+            cv2.INTER_NEAREST,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=(1, 1, 1, 1) if first + 4 >= len(layers) else 0,
+        )
+        picked.extend(np.moveaxis(moved.reshape(*moved.shape[:2], -1), -1, 0))
+    out = np.stack(picked[:-1])
+    out[:, picked[-1] > 0] = np.nan
+    return out
+
+
+def _is_alpha(source: DatasetReader, band: int) -> bool:
+    """Whether ``band`` of ``source`` is its alpha band."""
+    return bool(source.colorinterp[band - 1] is ColorInterp.alpha)
 
 
 def _takes_nodata(dtype: np.dtype[Any], nodata: float) -> bool:

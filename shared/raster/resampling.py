@@ -13,7 +13,7 @@ from rasterio.enums import Resampling
 
 from shared.errors import InvalidInputError
 
-__all__ = ["DEFAULT_RESAMPLING", "LayerResampling", "parse_resampling"]
+__all__ = ["DEFAULT_RESAMPLING", "LayerResampling", "from_mapnik", "parse_resampling"]
 
 
 class LayerResampling(StrEnum):
@@ -39,6 +39,15 @@ _MAPNIK = {
     LayerResampling.BILINEAR: "bilinear",
     LayerResampling.CUBIC: "bicubic",
 }
+
+
+def from_mapnik(scaling: str | None) -> LayerResampling:
+    """The resampling of a Mapnik ``scaling`` a layer's XML names (the default for another)."""
+    for method, name in _MAPNIK.items():
+        if name == scaling:
+            return method
+    return DEFAULT_RESAMPLING
+
 
 #: Imagery looks best interpolated; what every layer was before the choice existed.
 DEFAULT_RESAMPLING = LayerResampling.BILINEAR

@@ -92,7 +92,7 @@ class TileService:
             empty = empty_tile(variant.format, self.tile_size * variant.scale)
             return TileResult(empty, etag_of(empty), "MISS", True)
         drawn = rendering if rendering is not None and not rendering.empty else None
-        key = tile_key(style, lang, tile, variant, drawn.key if drawn else None)
+        key = tile_key(style, lang, tile, variant, drawn)
         if not refresh:
             cached: StoredTile | None = await asyncio.to_thread(store.read, key)
             count_tile_lookup(style, cached is not None, tile.z if self.count_zoom else None)

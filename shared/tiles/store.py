@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from shared.raster.files import link_atomic, write_atomic
+from shared.raster.rendering import Rendering
 from shared.tiles.formats import PNG_TILE, TileFormat, TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
@@ -21,6 +22,7 @@ __all__ = [
     "etag_of",
     "file_etag",
     "key_format",
+    "rendering_folder",
     "tile_key",
 ]
 
@@ -44,21 +46,27 @@ def file_etag(stat: os.stat_result) -> str:
     return f'"{int(stat.st_mtime):x}-{stat.st_size:x}"'
 
 
+def rendering_folder(rendering: Rendering | None) -> str:
+    """What a tile drawn with ``rendering`` adds to its language's folder: ``~<key>``, the key
+    of the canonical parameters (nothing for none, or parameters that choose nothing)."""
+    return f"~{rendering.key}" if rendering is not None and not rendering.empty else ""
+
+
 def tile_key(
     style: str,
     lang: str,
     tile: TileAddress,
     variant: TileVariant = PNG_TILE,
-    rendering: str | None = None,
+    rendering: Rendering | None = None,
 ) -> str:
     """The cache key of a tile, the same on disk and in a bucket.
 
     ``<style>/<lang>/<z>/<x>/<y>.png`` for a PNG (the keys of every tile before other formats),
     and beside it ``<y>.webp``, ``<y>.jpg``, ``<y>@2x.png``, … for the other variants. A tile
-    drawn with rendering parameters of a request is kept under ``<style>/<lang>~<rendering>/…``
-    (the key of the canonical parameters): dropped with its layer, apart from its own tiles.
+    drawn with rendering parameters of a request is kept under ``<style>/<lang>~<key>/…``
+    (:func:`rendering_folder`): dropped with its layer, apart from its own tiles.
     """
-    folder = f"{lang}~{rendering}" if rendering else lang
+    folder = lang + rendering_folder(rendering)
     return f"{style}/{folder}/{tile.z}/{tile.x}/{tile.y}{variant.suffix}"
 
 

@@ -152,6 +152,28 @@ def test_the_front_keeps_the_tiles_budget(front_settings: Settings) -> None:
         assert httpx.get(f"{base}/api-user/health").status_code == 200
 
 
+def test_tiles_with_rendering_parameters_count_on_the_callers_budget(
+    front_settings: Settings,
+) -> None:
+    mine = front_settings.model_copy(
+        update={"public_layers": RGB_ID, "port": free_port(), "rate_tiles_per_min": 3}
+    )
+    asked = f"{TILE}?colormap_name=viridis&bidx=1"
+    with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
+        assert httpx.get(f"{api}{asked}", headers=AUTH).status_code == 200  # cached
+        answers = [httpx.get(f"{base}{asked}") for _ in range(6)]  # anonymous: per address
+        assert answers[0].status_code == 200
+        assert "x-request-id" not in answers[0].headers  # from disk
+        refused = [r for r in answers if r.status_code == 429]
+        assert refused
+        assert_error(refused[0].json(), "rate-limited")
+        # a key's budget is its own, not the address's
+        keyed = [httpx.get(f"{base}{asked}", headers=AUTH) for _ in range(6)]
+        assert keyed[0].status_code == 200
+        assert any(r.status_code == 429 for r in keyed)
+        assert httpx.get(f"{base}/api-user/health").status_code == 200
+
+
 def test_every_format_and_retina_tile_comes_from_disk(fronted: tuple[str, Settings]) -> None:
     base, settings = fronted
     for suffix, media in (("@2x.webp", "image/webp"), (".jpg", "image/jpeg")):
@@ -212,6 +234,55 @@ def test_an_ogc_tile_is_the_rtile_file_sent_from_disk(fronted: tuple[str, Settin
         assert "x-request-id" in r.headers, path
         if status == 200:
             assert r.content == first.content
+
+
+def test_a_tile_with_rendering_parameters_comes_from_disk_once_cached(
+    fronted: tuple[str, Settings],
+) -> None:
+    base, settings = fronted
+    path = tile_url(RGB_ID, 9, 145, 220)
+    asked = "colormap_name=viridis&bidx=2&rescale=10,200"
+    first = httpx.get(f"{base}{path}?{asked}")  # not cached: the API renders and stores it
+    assert first.status_code == 200, first.text
+    assert "x-request-id" in first.headers
+    assert first.headers["x-cache"] == "MISS"
+    lang = settings.default_lang
+    cached = list((settings.dirs.rtile / RGB_ID).glob(f"{lang}~*/9/145/220.png"))
+    assert [p.read_bytes() for p in cached] == [first.content]
+    plain = httpx.get(f"{base}{path}")
+    assert plain.content != first.content  # the layer's own drawing is another tile
+    # the same values in another order and spelling, on the rtile and OGC API routes: the file
+    for url in (
+        f"{path}?rescale=10.0,200&bidx=2&colormap_name=viridis",
+        f"{ogc_url(RGB_ID, 9, 145, 220)}?{asked}",
+        f"{path.replace('/api-user/', '/api/v1/')}?{asked}",
+    ):
+        hit = httpx.get(f"{base}{url}")
+        assert hit.status_code == 200, url
+        assert "x-request-id" not in hit.headers, url  # the front answered, from the file
+        assert hit.content == first.content
+        assert hit.headers["x-cache"] == "HIT"
+        assert hit.headers["etag"] == first.headers["etag"]
+    pixels = decode(first.content)
+    assert (pixels[3] == 255).mean() > 0.5  # the scene, coloured by viridis
+    assert len({tuple(c) for c in pixels[:3, pixels[3] == 255].T}) > 10
+    # anything beside rendering parameters, or a parameter the layer refuses: the API answers
+    for query, status in ((f"{asked}&nocache=1", 200), ("bidx=9", 400), ("bidx=x", 400)):
+        r = httpx.get(f"{base}{path}?{query}")
+        assert r.status_code == status, (query, r.text)
+        assert "x-request-id" in r.headers, query
+        if status == 400:
+            assert_error(r.json(), "invalid-input")
+    # a layer that is not public: the parameters do not open it
+    private = httpx.get(f"{base}{tile_url(MOSAIC_ID, 9, 145, 220)}?{asked}")
+    assert private.status_code == 401
+    assert_error(private.json(), "unauthorized")
+    with_key = httpx.get(f"{base}{tile_url(MOSAIC_ID, 9, 145, 220)}?{asked}", headers=AUTH)
+    assert with_key.status_code == 200
+    again = httpx.get(f"{base}{tile_url(MOSAIC_ID, 9, 145, 220)}?{asked}", headers=AUTH)
+    assert "x-request-id" not in again.headers  # the API said yes: the front sent the file
+    assert again.content == with_key.content
+    assert again.headers["cache-control"] == f"private, max-age={settings.tiles.max_age_s}"
 
 
 def _new_key(api: str, layers: list[str] | None) -> dict[str, Any]:

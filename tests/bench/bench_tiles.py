@@ -20,7 +20,7 @@ Redis and PostgreSQL must be running (``bash deploy/services.sh``). In one run, 
 - throughput (``wrk``, one thread, the same connections for both servers, so that the client is
   not the limit): passes over the tiles interleaved between TiTiler and mapsvc with
   ``nocache=1`` (rendered, nothing stored), each round followed by one process rendering the
-  same tiles from the layer's Mapnik XML in a bare loop, encoded by the service's own encoder;
+  same tiles with the service's own renderer in a bare loop (``TileRenderer``, one process);
   then cached tiles;
 - pre-tiling: the same job (``nocache=1``) with a worker of one process and a worker of N
   processes (the worker is restarted between them; runs alternate).
@@ -478,39 +478,33 @@ def cached_tiles(cache_dir: Path) -> list[morecantile.Tile]:
     return sorted(tiles, key=lambda t: (t.z, t.x, t.y))
 
 
-def mapnik_loop(xml: Path, tiles: Sequence[morecantile.Tile], deadline: Deadline) -> float:
-    """Seconds one process takes to render ``tiles`` one by one from the layer's XML, as PNG
-    encoded by the service's encoder (a tile of one colour encoded once, as in a render process).
+def render_loop(
+    mapnik_dir: Path, layer: str, tiles: Sequence[morecantile.Tile], deadline: Deadline
+) -> float:
+    """Seconds one process takes to draw ``tiles`` one by one with the service's own renderer
+    (``TileRenderer``: the layer's drawing, PNG by the service's encoder), as a render process
+    draws them, without the API and the pool around it.
 
-    The map is loaded and a few tiles rendered first, untimed (a render process has done both
+    The layer is loaded and a few tiles drawn first, untimed (a render process has done both
     before its first request).
     """
-    from shared.mapnik_env import mapnik  # mapnik only through here: it breaks PROJ otherwise
     from shared.memory import keep_image_memory
-    from shared.tiles.encoder import Cutter, SolidTiles
-    from shared.tiles.encoding import PNG_CODEC
+    from shared.tiles.grid import TileAddress
+    from shared.tiles.render import TileRenderer
 
     keep_image_memory()  # as a render process does (shared/memory.py)
-    solid = SolidTiles()  # a render process's, kept from tile to tile
-    m = mapnik.Map(256, 256)
-    mapnik.load_map_from_string(
-        m, xml.read_text().replace(LANG_TOKEN, "en"), False, str(xml.parent) + os.sep
-    )
+    with TileRenderer(mapnik_dir) as renderer:
 
-    def render(tile: morecantile.Tile) -> None:
-        b = TMS.xy_bounds(tile)
-        m.zoom_to_box(mapnik.Box2d(b.left, b.bottom, b.right, b.top))
-        image = mapnik.Image(256, 256)
-        mapnik.render(m, image)
-        Cutter(image, PNG_CODEC, solid).tile(0, 0, 256, 256)  # encoded as the service does
+        def render(tile: morecantile.Tile) -> None:
+            renderer.render_tile(layer, "en", TileAddress(tile.z, tile.x, tile.y))
 
-    for tile in tiles[:16]:
-        render(tile)
-    t0 = time.perf_counter()
-    for tile in tiles:
-        render(tile)
-        deadline.left()
-    return time.perf_counter() - t0
+        for tile in tiles[:16]:
+            render(tile)
+        t0 = time.perf_counter()
+        for tile in tiles:
+            render(tile)
+            deadline.left()
+        return time.perf_counter() - t0
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -814,13 +808,11 @@ def main() -> int:  # noqa: C901 - one run, step by step
 
         throughput: dict[str, WrkCase] = {}
         loops: list[float] = []
-        xml = work / "map" / "mapnik" / f"{layer}.xml"
         if "throughput" in parts:
             print(
                 f"throughput: wrk -t1 -c{args.concurrency} -d{args.seconds}s over the tiles"
-                " (shuffled), TiTiler and mapsvc nocache=1 in turn, then the bare Mapnik loop"
-                f" over the same tiles from {xml.relative_to(work)}, encoded as the service"
-                " does ..."
+                " (shuffled), TiTiler and mapsvc nocache=1 in turn, then the bare render loop"
+                " (the service's renderer in one process) over the same tiles ..."
             )
             peer_case, ours_case = (
                 WrkCase("TiTiler uncached"),
@@ -834,8 +826,8 @@ def main() -> int:  # noqa: C901 - one run, step by step
                 common = (args.seconds, args.concurrency, 1, label)
                 measure_wrk(peer_case, titiler_base, peer_paths, {}, *common)
                 measure_wrk(ours_case, origin, our_paths, headers, *common)
-                loops.append(mapnik_loop(xml, tiles, deadline))
-                print(f"  {label} bare Mapnik loop: {len(tiles) / loops[-1]:.1f} tiles/s")
+                loops.append(render_loop(work / "map" / "mapnik", layer, tiles, deadline))
+                print(f"  {label} bare render loop: {len(tiles) / loops[-1]:.1f} tiles/s")
             throughput = {"peer": peer_case, "ours": ours_case}
         titiler.stop()  # not needed any more: its processes leave the CPUs to the rest
         for server in servers:
@@ -920,7 +912,7 @@ def main() -> int:  # noqa: C901 - one run, step by step
                 )
             )
             assert loop_rate is not None
-            print(row("bare Mapnik render loop (1 process)", loop_rate))
+            print(row("bare render loop (1 process)", loop_rate))
             print(
                 row(
                     f"  mapsvc uncached, {n} render processes",
@@ -968,7 +960,7 @@ def main() -> int:  # noqa: C901 - one run, step by step
         if throughput:
             goal("raster tiles, uncached: mapsvc / TiTiler", ratio["peer"], 3, "x")
             goal(
-                f"raster tiles, uncached: mapsvc / bare Mapnik loop (N = {n})",
+                f"raster tiles, uncached: mapsvc / bare render loop (N = {n})",
                 ratio["loop"],
                 0.9 * n,
                 "x the loop",

@@ -97,7 +97,12 @@ def merge(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def _files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
+    """The work dir's files, less the metrics any process of the suite may start writing."""
+    return {
+        name
+        for name in (str(p.relative_to(root)) for p in root.rglob("*"))
+        if name.split("/", 1)[0] != "metrics"
+    }
 
 
 def _open_in(folder: Path) -> list[str]:
