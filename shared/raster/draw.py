@@ -71,9 +71,9 @@ _NEAREST_SPAN = 16
 #: and still fall in it: GDAL's warp kernel's tolerance
 _EDGE_EPSILON = 1e-10
 _FLOAT32_EPSILON = np.finfo(np.float32).eps
-#: a bilinear read maps the destination's pixels to the source's through a grid of this many
-#: points a side, interpolated between (GDAL's warp, through its approximating transformer)
-_GRID = 17
+#: a read maps the destination's pixels to the source's through a grid of points this many
+#: pixels apart, interpolated between (GDAL's warp, through its approximating transformer)
+_SPACING = 32
 #: the largest error (source pixels) of the grid's interpolation a bilinear read takes
 _GRID_ERROR = 0.05
 #: the least weight of valid source pixels a bilinear value is made of (GDAL's warp's)
@@ -151,6 +151,10 @@ class RasterDrawer:
             bands = _bands_read(rendering, ds)
             buffer = algorithms.buffered(rendering)
             resampling = (rendering.resampling or layer.resampling).gdal
+            if _as_they_are(rendering, ds, bands, resampling):
+                pixels = self._bytes(ds, layer.source, bands, area, resampling)
+                if pixels is not None:
+                    return pixels
             data, alpha = self._read(ds, layer.source, bands, area, rendering, resampling, buffer)
         except GDAL_ERRORS as exc:
             raise UnprocessableError(
@@ -230,6 +234,49 @@ class RasterDrawer:
         if np.isinf(data).any():
             data[np.isinf(data)] = np.nan
         return data, alpha
+
+    def _bytes(
+        self,
+        ds: DatasetReader,
+        path: Path,
+        bands: Sequence[int],
+        area: RenderArea,
+        resampling: Resampling,
+    ) -> np.ndarray | None:
+        """The RGBA pixels of 8-bit ``bands`` drawn as they are (one as gray), read at the
+        places of :meth:`_read`'s and resampled in bytes by OpenCV: what :meth:`_read` and
+        :func:`_colour` would draw (to a level, by rounding), at a fraction of the cost. None
+        where it cannot (:meth:`_read` draws it)."""
+        crs = area.srs or _WEB_MERCATOR
+        minx, miny, maxx, maxy = area.bbox
+        dst = Affine((maxx - minx) / area.width, 0, minx, 0, -(maxy - miny) / area.height, maxy)
+        width, height = area.width, area.height
+        centres = _centres(area, crs, dst, width, height, ds.crs)
+        if centres is not None and resampling is Resampling.nearest:
+            return None  # :func:`_nearest` takes GDAL's very pixels (OpenCV's rounds a tie)
+        places = None
+        if centres is None:
+            places = _places(self._grid(ds), ds.crs, crs, dst, width, height)
+            if places is None:
+                return None
+        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
+        source = self._level(ds, path, area, crs, bounds)
+        grid = self._grid(source)
+        if centres is not None:
+            places = _Places.of(grid, centres)
+        elif places is not None and source is not ds:
+            places = places.scaled(grid.width / ds.width, grid.height / ds.height)
+        if places is None:
+            return None
+        interp = list(ds.colorinterp)
+        alpha_band = interp.index(ColorInterp.alpha) + 1 if ColorInterp.alpha in interp else None
+        nodata = ds.nodata
+        read = [*bands, alpha_band] if alpha_band is not None and nodata is None else list(bands)
+        if len(read) == len(bands) and not all(grid.plain[band - 1] for band in bands):
+            return None
+        if nodata is not None and not _takes_nodata(np.dtype(np.uint8), nodata):
+            return None
+        return _resampled_bytes(source, grid, read, nodata, places, resampling)
 
     def _level(
         self,
@@ -434,13 +481,14 @@ def _places(
     source: _SourceGrid, source_crs: CRS, crs: str, dst: Affine, width: int, height: int
 ) -> _Places | None:
     """The places of the centres of the ``width`` x ``height`` pixels of ``dst`` (in ``crs``)
-    in ``source`` (unrotated; its CRS ``source_crs``): transformed at a grid of :data:`_GRID`
-    points a side and interpolated between, as GDAL's approximating transformer does. None
-    where the interpolation is more than :data:`_GRID_ERROR` pixels off at the grid cells'
-    centres (GDAL's warp draws it), or a point has no place in the source's CRS."""
+    in ``source`` (unrotated; its CRS ``source_crs``): transformed at a grid of points
+    :data:`_SPACING` pixels apart and interpolated between, as GDAL's approximating transformer
+    does. None where the interpolation is more than :data:`_GRID_ERROR` pixels off at the grid
+    cells' centres (GDAL's warp draws it), or a point has no place in the source's CRS."""
     left, a, b, top, d, e = source.geo
     if b != 0 or d != 0 or source_crs is None:
         return None
+    axis_x, axis_y = _axis(width), _axis(height)
     cols, rows = _grid_points(width, height)
     xs, ys = dst.c + cols * dst.a, dst.f + rows * dst.e  # dst: a north-up area's grid
     if _axes(source_crs, crs) != "same":
@@ -451,26 +499,44 @@ def _places(
         if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
             return None
     src_cols, src_rows = (xs - left) / a, (ys - top) / e
-    count = _GRID * _GRID
+    shape = (len(axis_y), len(axis_x))
+    count = shape[0] * shape[1]
     maps = []
     for values in (src_cols, src_rows):
-        grid = values[:count].reshape(_GRID, _GRID)
+        grid = values[:count].reshape(shape)
         between = (grid[:-1, :-1] + grid[1:, :-1] + grid[:-1, 1:] + grid[1:, 1:]) / 4
-        if np.abs(between - values[count:].reshape(_GRID - 1, _GRID - 1)).max() > _GRID_ERROR:
+        mids = values[count:].reshape(shape[0] - 1, shape[1] - 1)
+        if np.abs(between - mids).max() > _GRID_ERROR:
             return None
-        # float32 from the grid's first point: a thousandth of a pixel
-        near = _interpolated((grid - grid[0, 0]).astype(np.float32), width, height)
-        maps.append(near + np.float32(grid[0, 0]))
+        # OpenCV's linear resize puts the grid's points where _axis placed them (the area's
+        # pixels a spacing in from the resized image's edges); float32 from the first point
+        origin = grid[0, 0]
+        size = (shape[1] * _SPACING, shape[0] * _SPACING)
+        resized = cv2.resize(
+            (grid - origin).astype(np.float32), size, interpolation=cv2.INTER_LINEAR
+        )
+        near = resized[_SPACING : _SPACING + height, _SPACING : _SPACING + width]
+        maps.append(near + np.float32(origin))
     return _Places(*maps)
 
 
 @lru_cache(maxsize=16)
+def _axis(size: int) -> np.ndarray:
+    """Where on an axis of ``size`` pixels (0: the first pixel's centre) :func:`_places` puts
+    its points: :data:`_SPACING` apart, the first half a spacing before the first pixel, the
+    last past the last pixel (read-only)."""
+    count = int(np.ceil(size / _SPACING + 1.5))
+    at = (np.arange(count) + 0.5) * _SPACING - 0.5 - _SPACING
+    at.flags.writeable = False
+    return at
+
+
+@lru_cache(maxsize=16)
 def _grid_points(width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """The columns and rows (pixel coordinates) of the points :func:`_places` transforms: a
-    grid from the first pixels' centres to the last ones', then its cells' centres, where the
-    interpolation is checked (read-only)."""
-    steps_x = np.linspace(0.0, width - 1.0, _GRID)
-    steps_y = np.linspace(0.0, height - 1.0, _GRID)
+    """The columns and rows (pixel coordinates: 0 the first pixel's left or top edge) of the
+    points :func:`_places` transforms: its grid (:func:`_axis`), then the cells' centres, where
+    the interpolation is checked (read-only)."""
+    steps_x, steps_y = _axis(width), _axis(height)
     mid_x = (steps_x[:-1] + steps_x[1:]) / 2
     mid_y = (steps_y[:-1] + steps_y[1:]) / 2
     grid_cols, grid_rows = np.meshgrid(steps_x, steps_y)
@@ -479,28 +545,6 @@ def _grid_points(width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
     rows = np.concatenate([grid_rows.ravel(), mid_rows.ravel()]) + 0.5
     cols.flags.writeable = rows.flags.writeable = False
     return cols, rows
-
-
-@lru_cache(maxsize=16)
-def _interpolation(size: int, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each of ``size`` pixels, the lower of the two of ``points`` evenly spaced pixels
-    (the first and the last included) it lies between, and its weight of the upper one."""
-    at = np.arange(size) * ((points - 1) / max(size - 1, 1))
-    low = np.minimum(at.astype(np.intp), points - 2)
-    upper = (at - low).astype(np.float32)
-    low.flags.writeable = upper.flags.writeable = False
-    return low, upper
-
-
-def _interpolated(grid: np.ndarray, width: int, height: int) -> np.ndarray:
-    """``grid`` (values at evenly spaced pixels, the corners included) interpolated to each of
-    ``height`` x ``width`` pixels, rows then columns (elementwise: no BLAS, whose threads would
-    fight the other render processes')."""
-    low, upper = _interpolation(height, grid.shape[0])
-    rows = grid[low] * (1 - upper)[:, None] + grid[low + 1] * upper[:, None]
-    low, upper = _interpolation(width, grid.shape[1])
-    out: np.ndarray = rows[:, low] * (1 - upper) + rows[:, low + 1] * upper
-    return out
 
 
 def _bilinear(
@@ -631,6 +675,89 @@ def _picked(
     out = np.stack(picked[:-1])
     out[:, picked[-1] > 0] = np.nan
     return out
+
+
+def _as_they_are(
+    rendering: Rendering, ds: DatasetReader, bands: Sequence[int], resampling: Resampling
+) -> bool:
+    """Whether ``rendering`` draws 8-bit ``bands`` as they are: no expression, algorithm,
+    stretch, colour map or nodata of its own; ``nearest`` or ``bilinear``."""
+    return (
+        not (rendering.expression or rendering.algorithm or rendering.rescale)
+        and not (rendering.colormap or rendering.colormap_name)
+        and rendering.nodata is None
+        and len(bands) in (1, 3)
+        and all(ds.dtypes[band - 1] == "uint8" for band in bands)
+        and resampling in (Resampling.nearest, Resampling.bilinear)
+    )
+
+
+def _resampled_bytes(
+    source: DatasetReader,
+    grid: _SourceGrid,
+    read: Sequence[int],
+    nodata: float | None,
+    places: _Places,
+    resampling: Resampling,
+) -> np.ndarray | None:
+    """The RGBA pixels of the 8-bit bands ``read`` (1 as gray, or 3; an alpha band last, or
+    ``nodata``) of ``source`` at ``places``, as :func:`_bilinear` then :func:`_colour` draw them:
+    a place in a pixel without data is transparent, a neighbour without data weighs nothing
+    (bilinear: the bands weighed by the mask and divided by its interpolation)."""
+    shape = places.columns.shape
+    left, right = float(places.columns.min()), float(places.columns.max())
+    top, bottom = float(places.rows.min()), float(places.rows.max())
+    col0, row0 = max(int(np.floor(left)) - 1, 0), max(int(np.floor(top)) - 1, 0)
+    col1 = min(int(np.ceil(right)) + 1, grid.width)
+    row1 = min(int(np.ceil(bottom)) + 1, grid.height)
+    if col1 <= col0 or row1 <= row0:
+        return np.zeros((*shape, 4), np.uint8)
+    if (col1 - col0) * (row1 - row0) > _NEAREST_SPAN * shape[0] * shape[1]:
+        return None
+    data = source.read(list(read), window=Window(col0, row0, col1 - col0, row1 - row0))
+    alpha = len(read) in (2, 4)
+    colours = data[:-1] if alpha else data
+    if alpha:
+        mask = data[-1]
+        whole = bool(mask.min() == 255)
+    elif nodata is not None:
+        holes = colours[0] == int(nodata)
+        for band in colours[1:]:
+            holes &= band == int(nodata)
+        mask = holes.view(np.uint8) - np.uint8(1)  # 255 with data, 0 without
+        whole = not holes.any()
+    else:
+        mask = np.full(data.shape[1:], 255, np.uint8)
+        whole = True
+    inside = left >= 0 and right <= grid.width and top >= 0 and bottom <= grid.height
+    if resampling is Resampling.bilinear and not whole:
+        # weighed by the mask: a pixel without data adds nothing
+        colours = (colours.astype(np.uint16) * mask // 255).astype(np.uint8)
+    image = np.dstack([*colours, mask])
+    map_x = places.columns - np.float32(col0 + 0.5)
+    map_y = places.rows - np.float32(row0 + 0.5)
+    how = cv2.INTER_NEAREST if resampling is Resampling.nearest else cv2.INTER_LINEAR
+    moved: np.ndarray = cv2.remap(image, map_x, map_y, how, borderMode=cv2.BORDER_CONSTANT)
+    moved = moved.reshape(*shape, -1)
+    if whole and inside and moved.shape[-1] == 4:
+        return moved  # every place in a pixel with data, and every neighbour: opaque
+    rgba = np.empty((*shape, 4), np.uint8)
+    rgba[..., :3] = moved[..., :-1]  # one band: gray
+    if resampling is Resampling.nearest:
+        rgba[..., 3] = moved[..., -1]
+    else:
+        weight = moved[..., -1]
+        # the pixel each place falls in must have data
+        held = cv2.remap(mask, map_x, map_y, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT)
+        held = held.reshape(shape)
+        if not whole or not held.all():
+            partial = (weight > 0) & (weight < 255)
+            if partial.any():
+                scaled = rgba[..., :3][partial].astype(np.float32) * (255.0 / weight[partial, None])
+                rgba[..., :3][partial] = np.minimum(np.round(scaled), 255).astype(np.uint8)
+        rgba[..., 3] = np.where(held > 0, weight if alpha else 255, 0)
+    rgba[rgba[..., 3] == 0] = 0
+    return rgba
 
 
 def _is_alpha(source: DatasetReader, band: int) -> bool:
