@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_raster && \
 	$(BIN)/python -m tests.bench.bench_tiles && \
 	$(BIN)/python -m tests.bench.bench_render && \
+	$(BIN)/python -m tests.bench.bench_wms && \
 	$(BIN)/python -m tests.bench.bench_seed && \
 	$(BIN)/python -m tests.bench.bench_priority --contrast && \
 	$(BIN)/python -m tests.bench.bench_vector && \

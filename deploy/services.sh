@@ -3,8 +3,9 @@
 # PostGIS, and the service database with the postgis extension. Idempotent and quick when all is
 # there. Services on another host (per MAPSVC_REDIS_URL / MAPSVC_DATABASE_URL) are left alone.
 #   deploy/services.sh [--test-tools]   (--test-tools also installs gdal-bin, used by the tests,
-#   wrk, used by `make stress`, and for the browser test (tests/browser) chromium, nodejs and npm,
-#   and its npm packages, `npm ci` there)
+#   wrk, used by `make stress`, mapserver-bin and spawn-fcgi, MapServer as FastCGI for
+#   `make bench` (tests/bench/bench_wms.py), and for the browser test (tests/browser) chromium,
+#   nodejs and npm, and its npm packages, `npm ci` there)
 set -euo pipefail
 
 DB_URL=${MAPSVC_DATABASE_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/mapsvc}
@@ -48,7 +49,7 @@ if is_local "$PG_URL"; then
 fi
 # nginx: the front `make run` puts before the API, serving cached tiles straight from disk
 command -v nginx >/dev/null || want nginx-light
-[ "${1:-}" = "--test-tools" ] && want gdal-bin && want wrk
+[ "${1:-}" = "--test-tools" ] && want gdal-bin && want wrk && want mapserver-bin && want spawn-fcgi
 if [ "${1:-}" = "--test-tools" ]; then
   command -v chromium >/dev/null || want chromium
   command -v node >/dev/null || want nodejs

@@ -177,10 +177,19 @@ def _flattened(image: Any) -> Any:
 
 
 def _over(pixels: np.ndarray, colour: Background) -> np.ndarray:
-    """RGBA ``pixels`` (not premultiplied) over the colour ``colour``: opaque."""
-    alpha = pixels[..., 3:4].astype(np.uint16)
-    rgb = pixels[..., :3] * alpha + np.array(colour, np.uint16) * (255 - alpha)
-    out = np.empty_like(pixels)
-    out[..., :3] = (rgb + 127) // 255
-    out[..., 3] = 255
+    """RGBA ``pixels`` (not premultiplied) over the colour ``colour``: opaque (``pixels``
+    themselves when they are; else those that are not composited, in a copy)."""
+    clear = np.flatnonzero(pixels[..., 3].ravel() != 255)
+    if clear.size == 0:
+        return pixels
+    out = pixels.copy()
+    flat = out.reshape(-1, 4)
+    # the pixels that are not opaque, or all of them when they are many (one pass is faster)
+    part = flat[clear] if clear.size * 8 < len(flat) else flat
+    alpha = part[:, 3:4].astype(np.uint16)
+    rgb = part[:, :3] * alpha + np.array(colour, np.uint16) * (255 - alpha)
+    part[:, :3] = (rgb + 127) // 255
+    part[:, 3] = 255
+    if part is not flat:
+        flat[clear] = part
     return out

@@ -211,3 +211,23 @@ def test_the_one_colour_tiles_forget_the_oldest_past_their_limit() -> None:
     assert len(solid) == 2
     solid.clear()
     assert len(solid) == 0
+
+
+@pytest.mark.parametrize("clear", [0, 5, 40_000], ids=["opaque", "a-few-clear", "mostly-clear"])
+def test_pixels_over_a_background_composite_each_pixel_alike(clear: int) -> None:
+    """Opaque pixels stay as they are, the others are composited (a few one by one, many in
+    one pass): each pixel is ``(rgb * a + background * (255 - a) + 127) // 255``, opaque."""
+    rng = np.random.default_rng(clear)
+    pixels = rng.integers(0, 256, (200, 256, 4), dtype=np.uint8)
+    pixels[..., 3] = 255
+    at = rng.choice(pixels.shape[0] * pixels.shape[1], clear, replace=False)
+    pixels.reshape(-1, 4)[at, 3] = rng.integers(0, 255, clear, dtype=np.uint8)
+    background = (10, 200, 255)
+    png = Cutter.of_pixels(pixels.copy(), PNG_CODEC, SolidTiles(), background).tile(0, 0, 256, 200)
+    got = np.moveaxis(decode(png.data), 0, -1)
+    alpha = pixels[..., 3:4].astype(np.uint16)
+    expected = (
+        pixels[..., :3] * alpha + np.array(background, np.uint16) * (255 - alpha) + 127
+    ) // 255
+    assert np.array_equal(got[..., :3], expected)
+    assert (got[..., 3] == 255).all()
