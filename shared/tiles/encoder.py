@@ -38,14 +38,15 @@ _SOLID_TILES = 512
 
 
 class SolidTiles:
-    """The bytes of one-colour tiles by format (Mapnik's options), width, height and colour,
-    each encoded once in a process; the oldest forgotten past ``limit``."""
+    """The bytes of one-colour tiles by format (Mapnik's options), width, height, colour and
+    whether written without alpha, each encoded once in a process; the oldest forgotten past
+    ``limit``."""
 
     def __init__(self, limit: int = _SOLID_TILES) -> None:
         self.limit = limit
-        self._bytes: dict[tuple[str, int, int, int], bytes] = {}
+        self._bytes: dict[tuple[str, int, int, int, bool], bytes] = {}
 
-    def get(self, key: tuple[str, int, int, int], encode: Callable[[], bytes]) -> bytes:
+    def get(self, key: tuple[str, int, int, int, bool], encode: Callable[[], bytes]) -> bytes:
         """The bytes of the tile of ``key``: kept, else ``encode()`` (then kept)."""
         data = self._bytes.get(key)
         if data is None:
@@ -97,6 +98,8 @@ class Cutter:
         self.numpy_png = codec.options == PNG_FORMAT and (
             pixels is not None or not image.premultiplied()
         )
+        #: every pixel opaque: a PNG without alpha
+        self.opaque = False
 
     @classmethod
     def of_pixels(
@@ -112,7 +115,9 @@ class Cutter:
         if background is not None:
             pixels = _over(pixels, background)
         if codec.options == PNG_FORMAT:
-            return cls(_PixelsOnly(), codec, solid, pixels)
+            cutter = cls(_PixelsOnly(), codec, solid, pixels)
+            cutter.opaque = background is not None  # an RGB PNG: a quarter fewer bytes to write
+            return cutter
         image = mapnik.Image.from_buffer(png_avg(pixels))
         return cls(image, codec, solid, pixels if codec.format.has_alpha else None)
 
@@ -129,7 +134,7 @@ class Cutter:
         colour = int(words[0, 0])
         solid = bool((words == colour).all())
         if solid:
-            key = (self.codec.options, width, height, colour)
+            key = (self.codec.options, width, height, colour, self.opaque)
             data = self.solid.get(key, lambda: self._encode(x, y, width, height))
         else:
             data = self._encode(x, y, width, height)
@@ -141,7 +146,8 @@ class Cutter:
     def _encode(self, x: int, y: int, width: int, height: int) -> bytes:
         """The bytes of the tile's part of the flattened image."""
         if self.numpy_png:
-            return png_avg(self.pixels[y : y + height, x : x + width])
+            part = self.pixels[y : y + height, x : x + width]
+            return png_avg(part[..., :3] if self.opaque else part)
         data: bytes = _part(self.flat, x, y, width, height).to_string(self.codec.options)
         return data
 

@@ -46,25 +46,27 @@ def transparent_png(width: int = 256, height: int = 256) -> bytes:
 
 
 def png_avg(pixels: np.ndarray) -> bytes:
-    """``pixels`` (rows, columns, RGBA bytes; not premultiplied) as an 8-bit RGBA PNG, every
-    row with the "average" filter (Mapnik's ``png32:f=avg``), deflated by zlib-ng.
+    """``pixels`` (rows, columns, RGBA bytes, not premultiplied; or RGB bytes, opaque) as an
+    8-bit RGBA (or RGB) PNG, every row with the "average" filter (Mapnik's ``png32:f=avg``),
+    deflated by zlib-ng.
 
     The filter is one numpy expression instead of libpng's loop per byte, and zlib-ng deflates
     faster and smaller than zlib at the level Mapnik's tiles used (:data:`_DEFLATE_LEVEL`); it
     lets other threads run meanwhile. Lossless: a reader gets ``pixels`` back.
     """
-    height, width, _ = pixels.shape
-    rows = pixels.reshape(height, 4 * width)
+    height, width, channels = pixels.shape
+    rows = np.ascontiguousarray(pixels).reshape(height, channels * width)
     # average filter: each byte less the floor of the mean of the byte one pixel left and the
     # byte above (0 past the image's edge), modulo 256
-    mean = np.zeros((height, 4 * width), np.uint16)
-    mean[:, 4:] = rows[:, :-4]
+    mean = np.zeros((height, channels * width), np.uint16)
+    mean[:, channels:] = rows[:, :-channels]
     mean[1:] += rows[:-1]
     mean >>= 1
-    filtered = np.empty((height, 4 * width + 1), np.uint8)
+    filtered = np.empty((height, channels * width + 1), np.uint8)
     filtered[:, 0] = 3  # the filter type of each row: average
     np.subtract(rows, mean, out=filtered[:, 1:], casting="unsafe")
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    colour_type = 6 if channels == 4 else 2  # 8-bit RGBA, or RGB
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
     idat = zlib_ng.compress(filtered.data, _DEFLATE_LEVEL)
     return (
         b"\x89PNG\r\n\x1a\n"
