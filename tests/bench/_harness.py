@@ -315,6 +315,48 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
+def wrk_output(
+    base: str,
+    paths: Sequence[str],
+    *,
+    headers: dict[str, str] | None = None,
+    seconds: int = 10,
+    connections: int = 8,
+    threads: int = 2,
+    timeout_s: float | None = None,
+) -> str:
+    """What ``wrk --latency`` prints driving ``base``, cycling through ``paths`` (each
+    connection asks the next); ``timeout_s``: its timeout of an answer (wrk's own: 2 s).
+
+    A C client, so that the client is not the limit (a Python client saturates a core before a
+    server on two does).
+    """
+    with tempfile.TemporaryDirectory(prefix="wrk-") as tmp:
+        urls, lua = Path(tmp) / "urls.txt", Path(tmp) / "cycle.lua"
+        urls.write_text("\n".join(paths) + "\n")
+        lua.write_text(_WRK_LUA)
+        lines = "\n".join(f"{k}: {v}" for k, v in (headers or {}).items())
+        argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+        if timeout_s is not None:
+            argv.append(f"--timeout={timeout_s:g}s")
+        done = subprocess.run(
+            [*argv, "-s", str(lua), base],
+            env={**os.environ, "URLS": str(urls), "HEADERS": lines},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return done.stdout
+
+
+def wrk_latencies(out: str) -> tuple[float, float]:
+    """The median and 99th percentile (ms) of what ``wrk --latency`` printed."""
+    # anchored: a "+/- Stdev" column such as "72.50%" must not pass for the 50% line
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
+    return p50, p99
+
+
 def wrk_rate(
     base: str,
     paths: Sequence[str],
@@ -324,33 +366,16 @@ def wrk_rate(
     connections: int = 8,
     threads: int = 2,
 ) -> WrkResult:
-    """Drive ``base`` with ``wrk``, cycling through ``paths`` (each connection asks the next).
-
-    A C client, so that the client is not the limit (a Python client saturates a core before a
-    server on two does). Any answer other than 2xx/3xx fails the run: a rate of errors is no rate.
-    """
-    with tempfile.TemporaryDirectory(prefix="wrk-") as tmp:
-        urls, lua = Path(tmp) / "urls.txt", Path(tmp) / "cycle.lua"
-        urls.write_text("\n".join(paths) + "\n")
-        lua.write_text(_WRK_LUA)
-        lines = "\n".join(f"{k}: {v}" for k, v in (headers or {}).items())
-        argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
-        done = subprocess.run(
-            [*argv, "-s", str(lua), base],
-            env={**os.environ, "URLS": str(urls), "HEADERS": lines},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    out = done.stdout
+    """The rate and latencies of ``wrk`` driving ``base`` over ``paths`` (:func:`wrk_output`).
+    Any answer other than 2xx/3xx fails the run: a rate of errors is no rate."""
+    out = wrk_output(
+        base, paths, headers=headers, seconds=seconds, connections=connections, threads=threads
+    )
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if bad or "Socket errors" in out:
         raise RuntimeError(f"wrk at {base} saw errors:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
-    # anchored: a "+/- Stdev" column such as "72.50%" must not pass for the 50% line
-    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
-    return WrkResult(rate, p50, p99)
+    return WrkResult(rate, *wrk_latencies(out))
 
 
 # --- the database ------------------------------------------------------------------------------

@@ -61,12 +61,10 @@ from rasterio.warp import transform, transform_bounds
 from api.front import http_basics, nginx_main, worker_user
 from shared.raster.paths import encode_id
 from tests.bench._harness import (
-    _WRK_LUA,
     Deadline,
     Server,
     WrkCase,
     WrkResult,
-    _ms,
     admin_key,
     auth_headers,
     free_port,
@@ -74,6 +72,8 @@ from tests.bench._harness import (
     load_average,
     start,
     wait_http,
+    wrk_latencies,
+    wrk_output,
 )
 from tests.bench.bench_tiles import SCENE_REL, configure_layer, make_cog, start_mapsvc
 from tests.layers import decode
@@ -441,20 +441,15 @@ def wrk_counted(
     """``wrk -t1`` over ``paths`` in turn (the harness's script) with a timeout of
     :data:`WRK_TIMEOUT_S`: the rate of 200 answers, the latencies of all, and the share of
     answers other than a 200 (socket errors and timeouts counted as such)."""
-    with tempfile.TemporaryDirectory(prefix="wrk-") as tmp:
-        urls, lua = Path(tmp) / "urls.txt", Path(tmp) / "cycle.lua"
-        urls.write_text("\n".join(paths) + "\n")
-        lua.write_text(_WRK_LUA)
-        lines = "\n".join(f"{k}: {v}" for k, v in headers.items())
-        argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", f"--timeout={WRK_TIMEOUT_S}s"]
-        done = subprocess.run(
-            [*argv, "--latency", "-s", str(lua), base],
-            env={**os.environ, "URLS": str(urls), "HEADERS": lines},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    out = done.stdout
+    out = wrk_output(
+        base,
+        paths,
+        headers=headers,
+        seconds=seconds,
+        connections=connections,
+        threads=1,
+        timeout_s=WRK_TIMEOUT_S,
+    )
     found = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)\b", out)
     if found is None:
         raise RuntimeError(f"wrk at {base}: no count of requests:\n{out}")
@@ -468,10 +463,7 @@ def wrk_counted(
     good = answered - (int(non_2xx[1]) if non_2xx else 0)
     if answered == 0:
         return WrkResult(0.0, float("nan"), float("nan")), share
-    # anchored: a "+/- Stdev" column such as "72.50%" must not pass for the 50% line
-    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M)[1])  # type: ignore[index]
-    return WrkResult(good / elapsed_s, p50, p99), share
+    return WrkResult(good / elapsed_s, *wrk_latencies(out)), share
 
 
 def measure(
