@@ -3,7 +3,12 @@
 A render reads the area from the layer's source as GDAL's warp of it would (the area's own grid,
 so a tile samples the source where ``gdalwarp`` of the same tile does, and two neighbours meet
 without a jump), from the overview GDAL would pick (the coarsest at least as fine as the area's
-pixels). Then, by the :class:`~shared.raster.rendering.Rendering`:
+pixels): ``nearest`` between CRSs whose columns and rows map to columns and rows takes GDAL's
+very pixels; otherwise the tile's pixel centres are placed in the source through a grid of
+transformed points (GDAL's approximating transformer's way) and OpenCV's ``remap`` picks or
+blends the source's pixels there, with GDAL's rules for nodata and alpha (8-bit bands drawn as
+they are in bytes, the rest in float32); ``cubic``, rotated pixels and other masks go through
+GDAL's warp itself. Then, by the :class:`~shared.raster.rendering.Rendering`:
 
 1. the bands (``bidx``, else the layer's defaults) or an expression's blocks (numexpr; a value
    that is not finite, a division by zero say, is nodata);
@@ -152,7 +157,7 @@ class RasterDrawer:
             buffer = algorithms.buffered(rendering)
             resampling = (rendering.resampling or layer.resampling).gdal
             if _as_they_are(rendering, ds, bands, resampling):
-                pixels = self._bytes(ds, layer.source, bands, area, resampling)
+                pixels = self._drawn_bytes(ds, layer.source, bands, area, resampling)
                 if pixels is not None:
                     return pixels
             data, alpha = self._read(ds, layer.source, bands, area, rendering, resampling, buffer)
@@ -235,7 +240,7 @@ class RasterDrawer:
             data[np.isinf(data)] = np.nan
         return data, alpha
 
-    def _bytes(
+    def _drawn_bytes(
         self,
         ds: DatasetReader,
         path: Path,
