@@ -29,7 +29,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -185,41 +185,26 @@ class RasterDrawer:
         rows of the source (the same CRS, or Web Mercator and degrees) is done here, to the
         same values: read the source's window, take the pixel under each destination pixel's
         centre (:func:`_nearest`); and a ``bilinear`` one is done here at the same places
-        (:func:`_places`, :func:`_bilinear`). GDAL's warp of a tile costs several milliseconds
+        (:func:`_places`, :func:`_at_places`). GDAL's warp of a tile costs several milliseconds
         however few its pixels; these reads, a fraction of it.
         """
-        crs = area.srs or _WEB_MERCATOR
-        minx, miny, maxx, maxy = area.bbox
-        resx, resy = (maxx - minx) / area.width, (maxy - miny) / area.height
-        width, height = area.width + 2 * buffer, area.height + 2 * buffer
-        dst_transform = Affine(resx, 0, minx - buffer * resx, 0, -resy, maxy + buffer * resy)
-        interp = list(ds.colorinterp)
-        alpha_band = interp.index(ColorInterp.alpha) + 1 if ColorInterp.alpha in interp else None
+        crs, dst_transform, width, height = _destination(area, buffer)
         nodata = rendering.nodata if rendering.nodata is not None else ds.nodata
         if rendering.nodata is not None and not _takes_nodata(np.dtype(ds.dtypes[0]), nodata):
             raise InvalidInputError(
                 f"nodata: {nodata:g} is not a value of the layer's data type ({ds.dtypes[0]})",
                 parameter="nodata",
             )
-        read = [*bands, alpha_band] if alpha_band and nodata is None else list(bands)
-        centres = places = None
-        if resampling in (Resampling.nearest, Resampling.bilinear):
-            centres = _centres(area, crs, dst_transform, width, height, ds.crs)
-            if centres is None:
-                places = _places(self._grid(ds), ds.crs, crs, dst_transform, width, height)
-        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
-        source = self._level(ds, path, area, crs, bounds)
+        read = _read_bands(ds, bands, nodata)
         out = None
-        grid = self._grid(source)
-        if resampling is Resampling.nearest and centres is not None:
-            out = _nearest(source, grid, read, nodata, centres)
-        elif resampling in (Resampling.nearest, Resampling.bilinear):
-            if centres is not None:
-                places = _Places.of(grid, centres)
-            elif places is not None and source is not ds:  # an overview: its pixels
-                places = places.scaled(grid.width / ds.width, grid.height / ds.height)
-            if places is not None:
-                out = _bilinear(source, grid, read, nodata, places, resampling)
+        if resampling in (Resampling.nearest, Resampling.bilinear):
+            source, centres, places = self._placed(ds, path, area, dst_transform, width, height)
+            if resampling is Resampling.nearest and centres is not None:
+                out = _nearest(source, self._grid(source), read, nodata, centres)
+            elif places is not None:
+                out = _at_places(source, self._grid(source), read, nodata, places, resampling)
+        else:
+            source = self._level(ds, path, area, crs)
         if out is None:
             out = np.full((len(read), height, width), np.nan, np.float32)
             with warnings.catch_warnings():
@@ -252,36 +237,39 @@ class RasterDrawer:
         places of :meth:`_read`'s and resampled in bytes by OpenCV: what :meth:`_read` and
         :func:`_colour` would draw (to a level, by rounding), at a fraction of the cost. None
         where it cannot (:meth:`_read` draws it)."""
-        crs = area.srs or _WEB_MERCATOR
-        minx, miny, maxx, maxy = area.bbox
-        dst = Affine((maxx - minx) / area.width, 0, minx, 0, -(maxy - miny) / area.height, maxy)
-        width, height = area.width, area.height
-        centres = _centres(area, crs, dst, width, height, ds.crs)
-        if centres is not None and resampling is Resampling.nearest:
+        crs, dst, width, height = _destination(area, 0)
+        if resampling is Resampling.nearest and ds.crs is not None and _axes(ds.crs, crs):
             return None  # :func:`_nearest` takes GDAL's very pixels (OpenCV's rounds a tie)
-        places = None
-        if centres is None:
-            places = _places(self._grid(ds), ds.crs, crs, dst, width, height)
-            if places is None:
-                return None
-        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
-        source = self._level(ds, path, area, crs, bounds)
-        grid = self._grid(source)
-        if centres is not None:
-            places = _Places.of(grid, centres)
-        elif places is not None and source is not ds:
-            places = places.scaled(grid.width / ds.width, grid.height / ds.height)
+        source, _, places = self._placed(ds, path, area, dst, width, height)
         if places is None:
             return None
-        interp = list(ds.colorinterp)
-        alpha_band = interp.index(ColorInterp.alpha) + 1 if ColorInterp.alpha in interp else None
+        grid = self._grid(source)
         nodata = ds.nodata
-        read = [*bands, alpha_band] if alpha_band is not None and nodata is None else list(bands)
+        read = _read_bands(ds, bands, nodata)
         if len(read) == len(bands) and not all(grid.plain[band - 1] for band in bands):
             return None
         if nodata is not None and not _takes_nodata(np.dtype(np.uint8), nodata):
             return None
         return _resampled_bytes(source, grid, read, nodata, places, resampling)
+
+    def _placed(
+        self, ds: DatasetReader, path: Path, area: RenderArea, dst: Affine, width: int, height: int
+    ) -> tuple[DatasetReader, _Centres | None, _Places | None]:
+        """The dataset GDAL's warp reads for the ``width`` x ``height`` pixels of ``dst`` (the
+        area's grid, :meth:`_level`), and where their centres fall in it: a separable warp's
+        centres (:func:`_centres`, else None), and the places (:class:`_Places`; None where the
+        source's pixels are rotated or the grid's interpolation is too far off)."""
+        crs = area.srs or _WEB_MERCATOR
+        centres = _centres(area, crs, dst, width, height, ds.crs)
+        places = None if centres else _places(self._grid(ds), ds.crs, crs, dst, width, height)
+        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
+        source = self._level(ds, path, area, crs, bounds)
+        grid = self._grid(source)
+        if centres is not None:
+            places = _Places.of(grid, centres)
+        elif places is not None and source is not ds:  # an overview: its pixels
+            places = places.scaled(grid.width / ds.width, grid.height / ds.height)
+        return source, centres, places
 
     def _level(
         self,
@@ -474,12 +462,44 @@ class _Places:
         """These places in an overview of ``x`` and ``y`` times the pixels a side."""
         return _Places(self.columns * np.float32(x), self.rows * np.float32(y))
 
+    @cached_property
+    def extent(self) -> tuple[float, float, float, float]:
+        """The least and greatest column, the least and greatest row."""
+        return (
+            float(self.columns.min()),
+            float(self.columns.max()),
+            float(self.rows.min()),
+            float(self.rows.max()),
+        )
+
+    def inside(self, grid: _SourceGrid) -> bool:
+        """Whether every place lies in the source of ``grid``."""
+        left, right, top, bottom = self.extent
+        return left >= 0 and right <= grid.width and top >= 0 and bottom <= grid.height
+
+    def window(self, grid: _SourceGrid) -> Window | None:
+        """The window of the source of ``grid`` these places read (a pixel more each side),
+        within it; None when they all lie outside it."""
+        left, right, top, bottom = self.extent
+        col0, row0 = max(int(np.floor(left)) - 1, 0), max(int(np.floor(top)) - 1, 0)
+        col1 = min(int(np.ceil(right)) + 1, grid.width)
+        row1 = min(int(np.ceil(bottom)) + 1, grid.height)
+        if col1 <= col0 or row1 <= row0:
+            return None
+        return Window(col0, row0, col1 - col0, row1 - row0)
+
+    def maps(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
+        """These places as OpenCV's maps into ``window`` (0: its first pixel's centre)."""
+        return (
+            self.columns - np.float32(window.col_off + 0.5),
+            self.rows - np.float32(window.row_off + 0.5),
+        )
+
     def bounds(self, grid: _SourceGrid) -> tuple[float, float, float, float]:
         """The box of these places in the CRS of the source of ``grid`` (unrotated)."""
         left, a, _, top, _, e = grid.geo
-        columns = (float(self.columns.min()), float(self.columns.max()))
-        rows = (float(self.rows.min()), float(self.rows.max()))
-        return left + columns[0] * a, top + rows[1] * e, left + columns[1] * a, top + rows[0] * e
+        first, last, top_row, bottom_row = self.extent
+        return left + first * a, top + bottom_row * e, left + last * a, top + top_row * e
 
 
 def _places(
@@ -552,30 +572,27 @@ def _grid_points(width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
     return cols, rows
 
 
-def _bilinear(
+def _at_places(
     source: DatasetReader,
     grid: _SourceGrid,
     read: Sequence[int],
     nodata: float | None,
     places: _Places,
-    resampling: Resampling = Resampling.bilinear,
+    resampling: Resampling,
 ) -> np.ndarray | None:
-    """The ``read`` bands of ``source`` (its ``grid``) at ``places``, each from the four source
-    pixels around it weighted by their distance (``nearest``: the pixel it falls in, GDAL's
-    ``floor``) (float32, NaN where there is no data); None
-    where this read is not GDAL's (rotated pixels, masks, a source alpha band beside nodata,
-    a nodata its data type does not take): GDAL's warp draws it.
+    """The ``read`` bands of ``source`` (its ``grid``) at ``places``, ``bilinear``: each from
+    the four source pixels around it weighted by their distance; ``nearest``: the pixel it
+    falls in (:func:`_picked`). Float32, NaN where there is no data; None where this read is
+    not GDAL's (masks, a nodata its data type does not take, a window far wider than drawn):
+    GDAL's warp draws it.
 
     As GDAL's bilinear warp: a place outside the source, or in a pixel with no data (every
     band read ``nodata``, or NaN), has no data; else a pixel around it with no data weighs
-    nothing and the others are weighed again. A source alpha band read last weighs each pixel by its
-    opacity, and is itself interpolated. The weights are OpenCV's (``remap``: a 32nd of a
-    pixel); GDAL's warp reading more pixels than it draws widens its kernel (an average), this
-    read does not: an overview is read where GDAL's warp would read one.
+    nothing and the others are weighed again. A source alpha band read last weighs each pixel
+    by its opacity, and is itself interpolated. The weights are OpenCV's (``remap``: a 32nd of
+    a pixel); GDAL's warp reading more pixels than it draws widens its kernel (an average),
+    this read does not: an overview is read where GDAL's warp would read one.
     """
-    left, a, b, top, d, e = grid.geo
-    if b != 0 or d != 0:
-        return None
     alpha = nodata is None and len(read) > 1 and _is_alpha(source, read[-1])
     bands = read[:-1] if alpha else read
     if not alpha and not all(grid.plain[band - 1] for band in read):
@@ -583,19 +600,15 @@ def _bilinear(
     if nodata is not None and not _takes_nodata(np.dtype(grid.dtypes[read[0] - 1]), nodata):
         return None
     shape = (len(read), *places.columns.shape)
-    # the source window the places need (a pixel more each side), within the source
-    col0 = max(int(np.floor(places.columns.min())) - 1, 0)
-    row0 = max(int(np.floor(places.rows.min())) - 1, 0)
-    col1 = min(int(np.ceil(places.columns.max())) + 1, grid.width)
-    row1 = min(int(np.ceil(places.rows.max())) + 1, grid.height)
-    if col1 <= col0 or row1 <= row0:
+    window = places.window(grid)
+    if window is None:
         return np.full(shape, np.nan, np.float32)
-    if (col1 - col0) * (row1 - row0) > _NEAREST_SPAN * shape[1] * shape[2]:
+    if window.width * window.height > _NEAREST_SPAN * shape[1] * shape[2]:
         return None
-    data = source.read(list(read), window=Window(col0, row0, col1 - col0, row1 - row0))
+    data = source.read(list(read), window=window)
     values = data[: len(bands)].astype(np.float32)
     if resampling is Resampling.nearest:
-        return _picked(values, data, nodata, places, col0, row0, alpha)
+        return _picked(values, data, nodata, places.maps(window), alpha)
     weight = data[-1].astype(np.float32) * (1 / 255) if alpha else None
     holes = np.zeros(data.shape[1:], bool)
     if nodata is not None:
@@ -610,29 +623,15 @@ def _bilinear(
         values *= weight
     else:
         weight = np.ones(data.shape[1:], np.float32)
-    # OpenCV's places: 0 is the first pixel's centre; outside the window is 0 (no weight)
-    map_x = places.columns - np.float32(col0 + 0.5)
-    map_y = places.rows - np.float32(row0 + 0.5)
-
-    def remap(band: np.ndarray, how: int = cv2.INTER_LINEAR) -> np.ndarray:
-        out: np.ndarray = cv2.remap(
-            band, map_x, map_y, how, borderMode=cv2.BORDER_CONSTANT, borderValue=0
-        )
-        return out
-
-    # the bands and the weight interpolated, four channels a call (OpenCV's most)
-    layers = [*values, weight]
-    done: list[np.ndarray] = []
-    for first in range(0, len(layers), 4):
-        chunk = layers[first : first + 4]
-        moved = remap(np.dstack(chunk)) if len(chunk) > 1 else remap(chunk[0])
-        done.extend(np.moveaxis(moved.reshape(*moved.shape[:2], -1), -1, 0))
-    total = done[-1]
+    # outside the window is 0: no weight
+    maps = places.maps(window)
+    *moved, total = _remapped([*values, weight], maps, cv2.INTER_LINEAR)
     # the pixel each place falls in (outside the source: none) must have data itself
-    valid = (remap(weight, cv2.INTER_NEAREST) > _LEAST_WEIGHT) & (total > _LEAST_WEIGHT)
+    (held,) = _remapped([weight], maps, cv2.INTER_NEAREST)
+    valid = (held > _LEAST_WEIGHT) & (total > _LEAST_WEIGHT)
     out = np.empty(shape, np.float32)
     with np.errstate(all="ignore"):
-        for i, band in enumerate(done[:-1]):
+        for i, band in enumerate(moved):
             np.divide(band, total, out=out[i])
     if alpha:
         out[-1] = total * 255
@@ -640,18 +639,38 @@ def _bilinear(
     return out
 
 
+def _remapped(
+    layers: list[np.ndarray],
+    maps: tuple[np.ndarray, np.ndarray],
+    how: int,
+    outside: float = 0,
+) -> list[np.ndarray]:
+    """Each of ``layers`` (2-D, one data type) at OpenCV's ``maps`` by ``how``, four a call
+    (OpenCV's most channels); ``outside`` where a place is outside them."""
+    out: list[np.ndarray] = []
+    for first in range(0, len(layers), 4):
+        chunk = layers[first : first + 4]
+        moved = cv2.remap(
+            np.dstack(chunk) if len(chunk) > 1 else chunk[0],
+            *maps,
+            how,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=(outside,) * 4,
+        )
+        out.extend(np.moveaxis(moved.reshape(*moved.shape[:2], -1), -1, 0))
+    return out
+
+
 def _picked(
     values: np.ndarray,
     data: np.ndarray,
     nodata: float | None,
-    places: _Places,
-    col0: int,
-    row0: int,
+    maps: tuple[np.ndarray, np.ndarray],
     alpha: bool,
 ) -> np.ndarray:
-    """The ``values`` (of ``data``, a window at ``col0``, ``row0``; an alpha band last when
-    ``alpha``) of the pixel each of ``places`` falls in; NaN outside the window or where the
-    pixel has no data (every band ``nodata``, NaN, alpha 0)."""
+    """The ``values`` (of ``data``, a window; an alpha band last when ``alpha``) of the pixel
+    each place of ``maps`` falls in; NaN outside the window or where the pixel has no data
+    (every band ``nodata``, NaN, alpha 0)."""
     holes = np.zeros(values.shape[1:], np.float32)
     if nodata is not None:
         holes[_is_nodata(data, nodata).all(axis=0)] = 1
@@ -660,25 +679,11 @@ def _picked(
     if values.dtype.kind == "f" and data.dtype.kind == "f":
         holes[~np.isfinite(values).all(axis=0)] = 1
     layers = [*values, data[-1].astype(np.float32)] if alpha else list(values)
-    layers.append(holes)
-    map_x = places.columns - np.float32(col0 + 0.5)
-    map_y = places.rows - np.float32(row0 + 0.5)
-    picked: list[np.ndarray] = []
-    for first in range(0, len(layers), 4):
-        chunk = layers[first : first + 4]
-        # OpenCV's nearest: the pixel whose centre is nearest, the one each place falls in;
-        # outside the window a hole
-        moved = cv2.remap(
-            np.dstack(chunk) if len(chunk) > 1 else chunk[0],
-            map_x,
-            map_y,
-            cv2.INTER_NEAREST,
-            borderMode=cv2.BORDER_CONSTANT,
-            borderValue=(1, 1, 1, 1) if first + 4 >= len(layers) else 0,
-        )
-        picked.extend(np.moveaxis(moved.reshape(*moved.shape[:2], -1), -1, 0))
-    out = np.stack(picked[:-1])
-    out[:, picked[-1] > 0] = np.nan
+    # OpenCV's nearest: the pixel whose centre is nearest, the one each place falls in; outside
+    # the window a hole
+    *picked, outside = _remapped([*layers, holes], maps, cv2.INTER_NEAREST, outside=1)
+    out = np.stack(picked)
+    out[:, outside > 0] = np.nan
     return out
 
 
@@ -706,20 +711,16 @@ def _resampled_bytes(
     resampling: Resampling,
 ) -> np.ndarray | None:
     """The RGBA pixels of the 8-bit bands ``read`` (1 as gray, or 3; an alpha band last, or
-    ``nodata``) of ``source`` at ``places``, as :func:`_bilinear` then :func:`_colour` draw them:
+    ``nodata``) of ``source`` at ``places``, as :func:`_at_places` then :func:`_colour` draw them:
     a place in a pixel without data is transparent, a neighbour without data weighs nothing
     (bilinear: the bands weighed by the mask and divided by its interpolation)."""
     shape = places.columns.shape
-    left, right = float(places.columns.min()), float(places.columns.max())
-    top, bottom = float(places.rows.min()), float(places.rows.max())
-    col0, row0 = max(int(np.floor(left)) - 1, 0), max(int(np.floor(top)) - 1, 0)
-    col1 = min(int(np.ceil(right)) + 1, grid.width)
-    row1 = min(int(np.ceil(bottom)) + 1, grid.height)
-    if col1 <= col0 or row1 <= row0:
+    window = places.window(grid)
+    if window is None:
         return np.zeros((*shape, 4), np.uint8)
-    if (col1 - col0) * (row1 - row0) > _NEAREST_SPAN * shape[0] * shape[1]:
+    if window.width * window.height > _NEAREST_SPAN * shape[0] * shape[1]:
         return None
-    data = source.read(list(read), window=Window(col0, row0, col1 - col0, row1 - row0))
+    data = source.read(list(read), window=window)
     alpha = len(read) in (2, 4)
     colours = data[:-1] if alpha else data
     if alpha:
@@ -734,15 +735,14 @@ def _resampled_bytes(
     else:
         mask = np.full(data.shape[1:], 255, np.uint8)
         whole = True
-    inside = left >= 0 and right <= grid.width and top >= 0 and bottom <= grid.height
+    inside = places.inside(grid)
     if resampling is Resampling.bilinear and not whole:
         # weighed by the mask: a pixel without data adds nothing
         colours = (colours.astype(np.uint16) * mask // 255).astype(np.uint8)
     image = np.dstack([*colours, mask])
-    map_x = places.columns - np.float32(col0 + 0.5)
-    map_y = places.rows - np.float32(row0 + 0.5)
+    maps = places.maps(window)
     how = cv2.INTER_NEAREST if resampling is Resampling.nearest else cv2.INTER_LINEAR
-    moved: np.ndarray = cv2.remap(image, map_x, map_y, how, borderMode=cv2.BORDER_CONSTANT)
+    moved: np.ndarray = cv2.remap(image, *maps, how, borderMode=cv2.BORDER_CONSTANT)
     moved = moved.reshape(*shape, -1)
     if whole and inside and moved.shape[-1] == 4:
         return moved  # every place in a pixel with data, and every neighbour: opaque
@@ -753,7 +753,7 @@ def _resampled_bytes(
     else:
         weight = moved[..., -1]
         # the pixel each place falls in must have data
-        held = cv2.remap(mask, map_x, map_y, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT)
+        held = cv2.remap(mask, *maps, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT)
         held = held.reshape(shape)
         if not whole or not held.all():
             partial = (weight > 0) & (weight < 255)
@@ -795,6 +795,24 @@ def _is_nodata(data: np.ndarray, nodata: float) -> np.ndarray:
             near = np.abs(data - value) < _FLOAT32_EPSILON * np.abs(data + value) * 2
         found = (data == value) | near
     return found
+
+
+def _destination(area: RenderArea, buffer: int) -> tuple[str, Affine, int, int]:
+    """The CRS, grid, width and height a read of ``area`` fills (``buffer`` pixels past each
+    side too)."""
+    minx, miny, maxx, maxy = area.bbox
+    resx, resy = (maxx - minx) / area.width, (maxy - miny) / area.height
+    dst = Affine(resx, 0, minx - buffer * resx, 0, -resy, maxy + buffer * resy)
+    return area.srs or _WEB_MERCATOR, dst, area.width + 2 * buffer, area.height + 2 * buffer
+
+
+def _read_bands(ds: DatasetReader, bands: Sequence[int], nodata: float | None) -> list[int]:
+    """The bands of ``ds`` a read of ``bands`` takes: its alpha band too, last, when it has one
+    and no nodata is given (GDAL's warp's source alpha)."""
+    interp = list(ds.colorinterp)
+    if ColorInterp.alpha in interp and nodata is None:
+        return [*bands, interp.index(ColorInterp.alpha) + 1]
+    return list(bands)
 
 
 def _bands_read(rendering: Rendering, ds: DatasetReader) -> tuple[int, ...]:
