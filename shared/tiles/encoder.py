@@ -75,10 +75,17 @@ class Cutter:
         image: what Mapnik drew.
         codec: how the tiles are encoded.
         solid: the one-colour tiles of the process.
+        pixels: the RGBA pixels drawn without Mapnik (``image`` then stands for them).
+        opaque: every pixel is opaque: PNG tiles are written without alpha.
     """
 
     def __init__(
-        self, image: Any, codec: Codec, solid: SolidTiles, pixels: np.ndarray | None = None
+        self,
+        image: Any,
+        codec: Codec,
+        solid: SolidTiles,
+        pixels: np.ndarray | None = None,
+        opaque: bool = False,
     ) -> None:
         self.image = image
         self.codec = codec
@@ -99,7 +106,7 @@ class Cutter:
             pixels is not None or not image.premultiplied()
         )
         #: every pixel opaque: a PNG without alpha
-        self.opaque = False
+        self.opaque = opaque
 
     @classmethod
     def of_pixels(
@@ -115,9 +122,8 @@ class Cutter:
         if background is not None:
             pixels = _over(pixels, background)
         if codec.options == PNG_FORMAT:
-            cutter = cls(_PixelsOnly(), codec, solid, pixels)
-            cutter.opaque = background is not None  # an RGB PNG: a quarter fewer bytes to write
-            return cutter
+            # opaque over a background: an RGB PNG, a quarter fewer bytes to write
+            return cls(_PixelsOnly(), codec, solid, pixels, opaque=background is not None)
         image = mapnik.Image.from_buffer(png_avg(pixels))
         return cls(image, codec, solid, pixels if codec.format.has_alpha else None)
 
