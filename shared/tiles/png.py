@@ -65,7 +65,7 @@ def _deflate(filtered: np.ndarray) -> bytes:
     """The zlib stream of the ``filtered`` rows; past :data:`_SPLIT_BYTES`, its two halves
     deflated at once (zlib-ng lets the other thread run), each from a fresh window."""
     if filtered.nbytes <= _SPLIT_BYTES:
-        return bytes(zlib_ng.compress(filtered.data, _DEFLATE_LEVEL))
+        return zlib_ng.compress(filtered.data, _DEFLATE_LEVEL)
     half = filtered.shape[0] // 2
     first = _halves.submit(_raw_deflate, filtered[:half].data, False)
     second = _raw_deflate(filtered[half:].data, True)
