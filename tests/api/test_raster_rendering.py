@@ -235,6 +235,52 @@ def test_request_parameters_draw_and_cache_apart_under_one_canonical_key(
     assert any(re.fullmatch(r"en~[0-9a-f]{16}", f) for f in folders), folders
 
 
+@pytest.mark.worker
+def test_the_access_check_names_the_cache_folder_of_the_parameters(
+    client: TestClient, rasters: Path, settings: Settings, worker: subprocess.Popen[bytes]
+) -> None:
+    """What the nginx front asks before it sends a tile with parameters from disk: the folder
+    of the canonical parameters (the tile route's own), for a key that may read the layer."""
+    configured(client, DEM)
+    access = f"/api-user/rtile/{encode_id(DEM)}/access"
+    r = client.get(f"{access}?rescale=300,2300&colormap_name=terrain")
+    assert r.status_code == 204, r.text
+    folder = r.headers["x-tile-folder"]
+    assert re.fullmatch(r"~[0-9a-f]{16}", folder)
+    same = client.get(f"{access}?colormap_name=Terrain&rescale=3e2,2300.0")
+    assert same.headers["x-tile-folder"] == folder  # another spelling, the same folder
+    assert "x-tile-folder" not in client.get(access).headers  # no parameters: the language's
+    tile = child(ZONE, 2, 1, 1)
+    query = "?rescale=300,2300&colormap_name=terrain"
+    drawn = client.get(tile_url(encode_id(DEM), tile.z, tile.x, tile.y, query))
+    assert drawn.status_code == 200
+    cached = settings.dirs.rtile / encode_id(DEM) / f"en{folder}" / str(tile.z) / str(tile.x)
+    assert (cached / f"{tile.y}.png").read_bytes() == drawn.content
+    before = sorted(p.name for p in (settings.dirs.rtile / encode_id(DEM)).iterdir())
+    for hostile, parameter in (
+        ("nocache=1", "nocache"),
+        ("bbox=0,0,1,1", "bbox"),
+        ("bidx=9", "bidx"),
+        ("colormap_name=nope", "colormap_name"),
+        ("rescale=1,nan", "rescale"),
+        ("expression=" + "b1%2B" * 200 + "b1", "expression"),
+    ):
+        refused = client.get(f"{access}?{hostile}")
+        assert refused.status_code == 400, hostile
+        assert assert_error(refused.json(), "invalid-input")["detail"]["parameter"] == parameter
+    assert sorted(p.name for p in (settings.dirs.rtile / encode_id(DEM)).iterdir()) == before
+    # a key limited to another layer does not learn of this one
+    made = client.post(
+        "/api-user/api-keys", json={"name": "other", "role": "reader", "layers": [encode_id(U16)]}
+    )
+    assert made.status_code == 201, made.text
+    hidden = client.get(
+        f"{access}?{query[1:]}", headers={"Authorization": f"Bearer {made.json()['key']}"}
+    )
+    assert hidden.status_code == 404
+    assert "x-tile-folder" not in hidden.headers
+
+
 def decode_png(image: np.ndarray) -> bytes:
     from shared.tiles.png import png_avg
 
