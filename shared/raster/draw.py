@@ -38,11 +38,13 @@ import numexpr
 import numpy as np
 import rasterio
 from affine import Affine
+from pyproj import Transformer
+from pyproj.exceptions import CRSError, ProjError
 from rasterio.crs import CRS
 from rasterio.enums import ColorInterp, MaskFlags, Resampling
 from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import DatasetReader
-from rasterio.warp import reproject, transform, transform_bounds
+from rasterio.warp import reproject, transform_bounds
 from rasterio.windows import Window
 from rio_tiler.colormap import cmap
 
@@ -102,7 +104,7 @@ class RasterDrawer:
 
     def __init__(self) -> None:
         self._open: OrderedDict[tuple[Path, int], tuple[int, DatasetReader]] = OrderedDict()
-        #: what a nearest read needs of each open dataset (by its id), read once
+        #: what the reads need of each open dataset (by its id), read once
         self._grids: dict[int, _SourceGrid] = {}
 
     def close(self) -> None:
@@ -113,7 +115,7 @@ class RasterDrawer:
         self._grids.clear()
 
     def _grid(self, ds: DatasetReader) -> _SourceGrid:
-        """What a nearest read needs of ``ds`` (an open dataset of this drawer's)."""
+        """What the reads need of ``ds`` (an open dataset of this drawer's)."""
         grid = self._grids.get(id(ds))
         if grid is None:
             grid = self._grids[id(ds)] = _SourceGrid.of(ds)
@@ -238,7 +240,8 @@ class RasterDrawer:
         :func:`_colour` would draw (to a level, by rounding), at a fraction of the cost. None
         where it cannot (:meth:`_read` draws it)."""
         crs, dst, width, height = _destination(area, 0)
-        if resampling is Resampling.nearest and ds.crs is not None and _axes(ds.crs, crs):
+        own = self._grid(ds).crs
+        if resampling is Resampling.nearest and own is not None and _axes(own, crs):
             return None  # :func:`_nearest` takes GDAL's very pixels (OpenCV's rounds a tie)
         source, _, places = self._placed(ds, path, area, dst, width, height)
         if places is None:
@@ -260,15 +263,16 @@ class RasterDrawer:
         centres (:func:`_centres`, else None), and the places (:class:`_Places`; None where the
         source's pixels are rotated or the grid's interpolation is too far off)."""
         crs = area.srs or _WEB_MERCATOR
-        centres = _centres(area, crs, dst, width, height, ds.crs)
-        places = None if centres else _places(self._grid(ds), ds.crs, crs, dst, width, height)
-        bounds = centres.bounds if centres else places.bounds(self._grid(ds)) if places else None
+        own = self._grid(ds)
+        centres = _centres(area, crs, dst, width, height, own.crs)
+        places = None if centres else _places(own, crs, dst, width, height)
+        bounds = centres.bounds if centres else places.bounds(own) if places else None
         source = self._level(ds, path, area, crs, bounds)
         grid = self._grid(source)
         if centres is not None:
             places = _Places.of(grid, centres)
         elif places is not None and source is not ds:  # an overview: its pixels
-            places = places.scaled(grid.width / ds.width, grid.height / ds.height)
+            places = places.scaled(grid.width / own.width, grid.height / own.height)
         return source, centres, places
 
     def _level(
@@ -282,7 +286,7 @@ class RasterDrawer:
         """The dataset GDAL's warp would read for ``area``: the coarsest overview at least as
         fine as the area's pixels, else ``ds`` itself. ``bounds``: the area's in the source's
         CRS, when known."""
-        factors = ds.overviews(1)
+        factors = self._grid(ds).factors
         if not factors:
             return ds
         if bounds is None:
@@ -313,15 +317,17 @@ class _Centres:
 
 @dataclass(frozen=True)
 class _SourceGrid:
-    """What a nearest read needs of a dataset: its geotransform (GDAL's order), size, each
-    band's data type, and whether each band's mask is its nodata or none (no mask band, no
-    alpha)."""
+    """What the reads need of a dataset: its geotransform (GDAL's order), size, each
+    band's data type, whether each band's mask is its nodata or none (no mask band, no
+    alpha), its CRS (WKT; None: none) and its overviews' factors (the first band's)."""
 
     geo: tuple[float, float, float, float, float, float]
     width: int
     height: int
     dtypes: tuple[str, ...]
     plain: tuple[bool, ...]
+    crs: str | None
+    factors: tuple[int, ...]
 
     @classmethod
     def of(cls, ds: DatasetReader) -> _SourceGrid:
@@ -332,31 +338,61 @@ class _SourceGrid:
             height=int(ds.height),
             dtypes=tuple(ds.dtypes),
             plain=tuple(set(flags) <= plain for flags in ds.mask_flag_enums),
+            crs=ds.crs.to_wkt() if ds.crs else None,
+            factors=tuple(ds.overviews(1)),
         )
 
 
 @lru_cache(maxsize=64)
-def _axes(source: CRS, crs: str) -> str | None:
-    """How a warp from ``source`` to ``crs`` maps pixels: ``same`` (one CRS), ``separable``
-    (Web Mercator and degrees: columns to columns, rows to rows), None (any other way)."""
+def _axes(source: str, crs: str) -> str | None:
+    """How a warp from ``source`` (WKT) to ``crs`` maps pixels: ``same`` (one CRS),
+    ``separable`` (Web Mercator and degrees: columns to columns, rows to rows), None (any
+    other way)."""
     try:
-        target = CRS.from_user_input(crs)
-        if source == target:
+        own, target = CRS.from_wkt(source), CRS.from_user_input(crs)
+        if own == target:
             return "same"
-        if source.to_epsg() in _SEPARABLE and target.to_epsg() in _SEPARABLE:
+        if own.to_epsg() in _SEPARABLE and target.to_epsg() in _SEPARABLE:
             return "separable"
     except (ValueError, *GDAL_ERRORS):  # not a CRS rasterio knows: GDAL's warp tells
         pass
     return None
 
 
+@lru_cache(maxsize=64)
+def _transformer(crs: str, source: str) -> Transformer | None:
+    """PROJ's transformation from ``crs`` to ``source`` (WKT), x then y as GDAL's warp has
+    them (made once: making one costs more than transforming a tile's points); None where
+    PROJ has none."""
+    try:
+        return Transformer.from_crs(crs, source, always_xy=True)
+    except (CRSError, ProjError):
+        return None
+
+
+def _transformed(
+    crs: str, source: str, xs: np.ndarray, ys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The points ``xs``, ``ys`` of ``crs`` in the ``source`` CRS (WKT); None where one has
+    no place there."""
+    transformer = _transformer(crs, source)
+    if transformer is None:
+        return None
+    tx, ty = transformer.transform(xs, ys)
+    if not (np.isfinite(tx).all() and np.isfinite(ty).all()):
+        return None
+    return np.asarray(tx, np.float64), np.asarray(ty, np.float64)
+
+
 def _centres(
-    area: RenderArea, crs: str, dst: Affine, width: int, height: int, source: CRS
+    area: RenderArea, crs: str, dst: Affine, width: int, height: int, source: str | None
 ) -> _Centres | None:
     """The centres of the ``width`` x ``height`` pixels of ``dst`` (in ``crs``) in the
-    ``source`` CRS, transformed as GDAL's warp does (None: the warp is not separable, or a
+    ``source`` CRS (WKT), transformed as GDAL's warp does (None: the warp is not separable, or a
     point has no place in the source's CRS)."""
-    axes = _axes(source, crs) if source is not None else None
+    if source is None:
+        return None
+    axes = _axes(source, crs)
     if axes is None:
         return None
     # GDAL's pixel to map coordinates: x = c + (col + 0.5) * a, y = f + (row + 0.5) * e
@@ -370,12 +406,10 @@ def _centres(
     # each rise with the other CRS's), in one transformation
     across = np.concatenate([xs, np.full(height, xs[width // 2]), [minx, maxx]])
     down = np.concatenate([np.full(width, ys[height // 2]), ys, [miny, maxy]])
-    try:
-        tx, ty = (np.asarray(v, np.float64) for v in transform(crs, source, across, down))
-    except GDAL_ERRORS:
+    moved = _transformed(crs, source, across, down)
+    if moved is None:
         return None
-    if not (np.isfinite(tx).all() and np.isfinite(ty).all()):
-        return None
+    tx, ty = moved
     bounds = (float(tx[-2]), float(ty[-2]), float(tx[-1]), float(ty[-1]))
     return _Centres(tx[:width], ty[width : width + height], bounds)
 
@@ -502,27 +536,23 @@ class _Places:
         return left + first * a, top + bottom_row * e, left + last * a, top + top_row * e
 
 
-def _places(
-    source: _SourceGrid, source_crs: CRS, crs: str, dst: Affine, width: int, height: int
-) -> _Places | None:
+def _places(source: _SourceGrid, crs: str, dst: Affine, width: int, height: int) -> _Places | None:
     """The places of the centres of the ``width`` x ``height`` pixels of ``dst`` (in ``crs``)
-    in ``source`` (unrotated; its CRS ``source_crs``): transformed at a grid of points
+    in ``source`` (unrotated): transformed at a grid of points
     :data:`_SPACING` pixels apart and interpolated between, as GDAL's approximating transformer
     does. None where the interpolation is more than :data:`_GRID_ERROR` pixels off at the grid
     cells' centres (GDAL's warp draws it), or a point has no place in the source's CRS."""
     left, a, b, top, d, e = source.geo
-    if b != 0 or d != 0 or source_crs is None:
+    if b != 0 or d != 0 or source.crs is None:
         return None
     axis_x, axis_y = _axis(width), _axis(height)
     cols, rows = _grid_points(width, height)
     xs, ys = dst.c + cols * dst.a, dst.f + rows * dst.e  # dst: a north-up area's grid
-    if _axes(source_crs, crs) != "same":
-        try:
-            xs, ys = (np.asarray(v, np.float64) for v in transform(crs, source_crs, xs, ys))
-        except GDAL_ERRORS:
+    if _axes(source.crs, crs) != "same":
+        moved = _transformed(crs, source.crs, xs, ys)
+        if moved is None:
             return None
-        if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
-            return None
+        xs, ys = moved
     src_cols, src_rows = (xs - left) / a, (ys - top) / e
     shape = (len(axis_y), len(axis_x))
     count = shape[0] * shape[1]
@@ -741,27 +771,35 @@ def _resampled_bytes(
         colours = (colours.astype(np.uint16) * mask // 255).astype(np.uint8)
     image = np.dstack([*colours, mask])
     maps = places.maps(window)
-    how = cv2.INTER_NEAREST if resampling is Resampling.nearest else cv2.INTER_LINEAR
-    moved: np.ndarray = cv2.remap(image, *maps, how, borderMode=cv2.BORDER_CONSTANT)
+    if resampling is Resampling.nearest:
+        how, border = cv2.INTER_NEAREST, cv2.BORDER_CONSTANT  # outside: transparent
+    else:
+        # the window ends inside the source a pixel past every place: past the source's
+        # edge, its edge again (the pixels outside weigh nothing, as in GDAL's warp)
+        how, border = cv2.INTER_LINEAR, cv2.BORDER_REPLICATE
+    moved: np.ndarray = cv2.remap(image, *maps, how, borderMode=border)
     moved = moved.reshape(*shape, -1)
     if whole and inside and moved.shape[-1] == 4:
         return moved  # every place in a pixel with data, and every neighbour: opaque
-    rgba = np.empty((*shape, 4), np.uint8)
-    rgba[..., :3] = moved[..., :-1]  # one band: gray
-    if resampling is Resampling.nearest:
-        rgba[..., 3] = moved[..., -1]
-    else:
-        weight = moved[..., -1]
+    if moved.shape[-1] == 4:
+        rgba = moved
+    else:  # one band: gray
+        rgba = np.empty((*shape, 4), np.uint8)
+        rgba[..., :3] = moved[..., :1]
+        rgba[..., 3] = moved[..., 1]
+    if resampling is Resampling.bilinear:
+        weight = rgba[..., 3].copy()
         # the pixel each place falls in must have data
         held = cv2.remap(mask, *maps, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT)
         held = held.reshape(shape)
-        if not whole or not held.all():
-            partial = (weight > 0) & (weight < 255)
-            if partial.any():
-                scaled = rgba[..., :3][partial].astype(np.float32) * (255.0 / weight[partial, None])
-                rgba[..., :3][partial] = np.minimum(np.round(scaled), 255).astype(np.uint8)
+        # a place near a pixel without data: divided by its weight
+        partial = (weight > 0) & (weight < 255)
+        if partial.any():
+            scaled = rgba[..., :3][partial].astype(np.float32) * (255.0 / weight[partial, None])
+            rgba[..., :3][partial] = np.minimum(np.round(scaled), 255).astype(np.uint8)
         rgba[..., 3] = np.where(held > 0, weight if alpha else 255, 0)
-    rgba[rgba[..., 3] == 0] = 0
+    # a transparent pixel is 0 in every channel (its four bytes as one word)
+    np.copyto(rgba.view(np.uint32)[..., 0], 0, where=rgba[..., 3] == 0)
     return rgba
 
 

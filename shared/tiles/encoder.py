@@ -125,7 +125,7 @@ class Cutter:
             # opaque over a background: an RGB PNG, a quarter fewer bytes to write
             return cls(_PixelsOnly(), codec, solid, pixels, opaque=background is not None)
         image = mapnik.Image.from_buffer(png_avg(pixels))
-        return cls(image, codec, solid, pixels if codec.format.has_alpha else None)
+        return cls(image, codec, solid, pixels)
 
     @classmethod
     def over(cls, image: Any, codec: Codec, solid: SolidTiles, background: Background) -> Cutter:

@@ -1,7 +1,9 @@
-"""Rendering with Mapnik: a renderer per process, keeping each loaded map.
+"""Rendering tiles: a renderer per process, keeping each loaded map.
 
-Mapnik holds the GIL while it renders, so the API renders in a pool of processes (see
-:mod:`shared.tiles.pool`), each with one :class:`TileRenderer`; a worker process has its own too.
+Mapnik draws maps of vectors; a raster layer's map is drawn by numpy
+(:mod:`shared.raster.draw`), sampled where GDAL's warp samples it. Both hold the GIL for most of
+a render, so the API renders in a pool of processes (see :mod:`shared.tiles.pool`), each with one
+:class:`TileRenderer`; a worker process has its own too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ __all__ = ["TileRenderer"]
 
 #: the parameter of a style's ``<Parameters>`` that sets the side of its metatiles
 _METATILE_PARAMETER = "metatile"
+#: the layers of a raster layer's map (:func:`shared.raster.style.style_xml`)
+_RASTER_LAYERS = frozenset({"preview", "overviews", "raster"})
 
 
 @dataclass
@@ -110,9 +114,9 @@ class TileRenderer:
         buffer: int = 0,
         background: Background | None = None,
     ) -> Cutter:
-        """The tiles of ``area`` drawn: by numpy for a raster layer with a rendering of its own
-        or asked (:mod:`shared.raster.draw`: on GDAL's warp grid), else by Mapnik (8-bit
-        imagery drawn as it is: Mapnik draws and encodes it in 60-80 % of numpy's time).
+        """The tiles of ``area`` drawn: a raster layer's by numpy (:mod:`shared.raster.draw`:
+        where GDAL's warp samples the source, the same for every tile), a map of vectors by
+        Mapnik.
 
         Raises:
             NotFoundError: no such style.
@@ -134,7 +138,7 @@ class TileRenderer:
                 parameter=next(iter(rendering.params())) if rendering else None,
                 style=style,
             )
-        if raster is not None and (asked or raster.rendering is not None):
+        if raster is not None:
             chosen = rendering or Rendering()
             count = self.rasters.band_count(raster)
             if chosen.bands_read and max(chosen.bands_read) > count:
@@ -217,12 +221,8 @@ class TileRenderer:
         """The side of the metatiles of ``style``: its ``metatile`` parameter, else ``default``
         for a style that draws vectors, and 1 (tile by tile) for a style of rasters alone.
 
-        A raster gains nothing from metatiles: its pixels end at the tile's border, and Mapnik's
-        cost per render is a small part of a raster tile's (its encoding is most of it). And a
-        raster Mapnik reprojects or reads at another resolution than its own comes out of a
-        metatile sampled on a grid a fraction of a pixel off the tile drawn alone (see
-        :meth:`render_metatile`); one ending at the world's east or south edge loses its last
-        pixel column or row there at the zooms Mapnik reads it whole.
+        A raster gains nothing from metatiles: its pixels end at the tile's border, and the cost
+        of a raster tile is its reading and encoding, not a render's set-up.
 
         Raises:
             NotFoundError: no such style.
@@ -255,10 +255,7 @@ class TileRenderer:
         the image each, a tile of one colour encoded once: see :mod:`shared.tiles.encoder`).
 
         A tile cut so is the tile :meth:`render_tile` draws, pixel for pixel, but where a label
-        or symbol crosses a tile's border (drawn whole here), and in a raster that Mapnik
-        reprojects or reads at another resolution than its own: it reads the window of a render
-        at whole pixels and warps it through a mesh anchored at the window's corner, so a tile
-        drawn alone samples the raster on a grid a fraction of a pixel off this one's.
+        or symbol crosses a tile's border (drawn whole here).
 
         Raises:
             NotFoundError: no such style.
@@ -280,7 +277,9 @@ class TileRenderer:
 def _raster(m: Any, xml_dir: Path, tree: ET.Element | None) -> LayerDrawing | None:
     """The drawing of a raster layer's map (its configuration's ``rendering`` and
     ``statistics``, its source read through overviews, the resampling its ``RasterSymbolizer``
-    names); None for a map of vectors."""
+    names); None for any other map (vectors, or more than a raster layer's own layers)."""
+    if any(str(layer.name) not in _RASTER_LAYERS for layer in m.layers):
+        return None
     files = {
         str(layer.name): (xml_dir / str(layer.datasource.parameters()["file"])).resolve()
         for layer in m.layers
