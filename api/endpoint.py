@@ -31,6 +31,7 @@ from api.authn import identify
 from api.bodies import FORM_MAX_BYTES, capped
 from api.errors import error_for
 from api.fields import Query, parse
+from api.links import KEYED_KEY
 from api.quotas import Budget
 from api.services import services, settings_of
 from shared.errors import InvalidInputError
@@ -141,8 +142,9 @@ class Endpoint:
     async def answer_to(self, request: Request) -> Response:
         """The answer to one request: credentials → rule → budget → parameters → handler.
 
-        Every failure after the budget keeps the budget's ``RateLimit-*`` headers; the answer
-        about a layer that is not public is ``Cache-Control: private``.
+        Every failure after the budget keeps the budget's ``RateLimit-*`` headers. Whatever
+        the handler said: an answer holding the caller's key (:data:`~api.links.KEYED_KEY`) is
+        ``Cache-Control: no-store``, one about a layer that is not public ``private``.
         """
         scope = request.scope
         scope[ENDPOINT_KEY] = self
@@ -164,10 +166,10 @@ class Endpoint:
                 raise
             response = await error_for(request, exc)
         response.headers.update(limits)
-        if layer is not None and not is_public(settings_of(request), layer):
-            cache = response.headers.get("cache-control")
-            if cache is not None:  # never kept by a shared cache
-                response.headers["Cache-Control"] = cache.replace("public", "private")
+        if scope.get(KEYED_KEY):
+            response.headers["Cache-Control"] = "no-store"
+        elif layer is not None and not is_public(settings_of(request), layer):
+            response.headers["Cache-Control"] = _private(response.headers.get("cache-control"))
         return response
 
     async def _arguments(self, request: Request) -> list[Any]:
@@ -179,6 +181,17 @@ class Endpoint:
         if isinstance(self.body, type):
             arguments.append(await _body(request, self.body, self.body_media))
         return arguments
+
+
+def _private(cache: str | None) -> str:
+    """``cache`` (a ``Cache-Control`` value; None: none given) kept by no shared cache."""
+    if not cache:
+        return "private"
+    if "no-store" in cache or "private" in cache:
+        return cache
+    if "public" in cache:
+        return cache.replace("public", "private")
+    return f"private, {cache}"
 
 
 async def _body(request: Request, model: type[BaseModel], media: str) -> BaseModel:

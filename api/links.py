@@ -18,11 +18,15 @@ from starlette.routing import Mount
 
 from api.services import services
 
+#: where :func:`keyed_url` notes, in the ASGI scope, that the answer holds the caller's key
+KEYED_KEY = "mapsvc.keyed"
+
 __all__ = [
     "absolute_url",
     "api_prefix",
     "job_links",
     "keyed_link",
+    "KEYED_KEY",
     "keyed_url",
     "link",
     "route_path",
@@ -100,7 +104,10 @@ def keyed_url(request: Request, path: str, params: Sequence[tuple[str, str]] = (
     cache an answer holding one (:func:`absolute_url`).
     """
     key = request.query_params.get("api_key")  # the one credential: api.authn checked it
-    return absolute_url(request, path, [*params, ("api_key", key)] if key else params)
+    if not key:
+        return absolute_url(request, path, params)
+    request.scope[KEYED_KEY] = True  # the answer holds the key: api.endpoint says no-store
+    return absolute_url(request, path, [*params, ("api_key", key)])
 
 
 def keyed_link(

@@ -132,6 +132,44 @@ def test_public_layers_answer_anonymously_and_others_privately(anon: TestClient)
     assert private.headers["cache-control"].startswith("private")
 
 
+@pytest.mark.usefixtures("vector_tables")
+def test_answers_holding_a_key_are_never_stored_and_private_ones_never_shared(
+    anon: TestClient,
+) -> None:
+    """The wrapper says it, whatever a handler said: an answer whose links carry the caller's
+    ``api_key`` is ``no-store``; an answer about a layer that is not public is ``private``."""
+    key = new_key(anon)
+    for mount in ("/api-user", "/api/v1"):
+        for path in (
+            f"/rtile/{MOSAIC_ID}/tilejson.json",
+            "/gis-datasource/public.countries",
+            "/ogc/collections",
+            "/ogc/collections/public.countries",
+            "/wmts/1.0.0/WMTSCapabilities.xml",
+            "/wms?SERVICE=WMS&REQUEST=GetCapabilities",
+        ):
+            r = anon.get(f"{mount}{path}{'&' if '?' in path else '?'}api_key={key}")
+            assert r.status_code == 200, (path, r.text)
+            assert key in r.text, path  # the answer holds the key...
+            assert r.headers["cache-control"] == "no-store", path  # ...so nobody keeps it
+        for path in (
+            f"/gis-raster-stat/{MOSAIC_ID}",
+            f"/gis-raster-info/{MOSAIC_ID}",
+            f"/rtile/{MOSAIC_ID}/legend.json",
+            f"/rtile/{MOSAIC_ID}/point/-77.5,24.5",
+            "/geojson/public.test_lines",
+            "/ogc/collections/public.test_lines/items",
+            tile_url(MOSAIC_ID, 8, 72, 110).removeprefix("/api-user"),
+        ):
+            r = anon.get(mount + path, headers=bearer(key))
+            assert r.status_code in (200, 404), (path, r.text)  # a point outside: 404
+            cache = r.headers.get("cache-control", "")
+            assert "private" in cache or "no-store" in cache, (path, cache)
+            assert "public" not in cache, (path, cache)
+    # the public layer's answers stay public
+    assert anon.get(tile_url(RGB_ID, 8, 72, 110)).headers["cache-control"].startswith("public")
+
+
 def test_anonymous_listings_show_the_public_layers_and_the_folders_to_them(
     anon: TestClient,
 ) -> None:
