@@ -187,8 +187,8 @@ class Rule:
             file or a folder (see :data:`LAYER_PARAMETERS`); every value given is checked.
         public: anonymous callers may use the route on public layers (with no role: the answer
             shows anonymous callers the public layers, others what they may see).
-        every_layer: the route shows every layer's doings (the stream of all jobs): a caller
-            limited to layers is refused (``403``).
+        every_layer: the route shows every layer's doings (the stream of all jobs, the
+            metrics): a caller limited to layers is refused (``403``).
     """
 
     role: Role | None

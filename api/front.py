@@ -143,6 +143,12 @@ _FRAGMENT = _error(
     "a '#' in the request line: a fragment is not sent to a server (as data: %23)",
 )
 _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
+#: the API's answer headers nginx would act on, ignored in every location that passes to the
+#: API (a directive there replaces the server's list: those that set one name these too). The
+#: API sends none but ``X-Accel-Buffering: no`` on its event streams, for proxies other than
+#: this front, which passes them unbuffered anyway; an ``X-Accel-Redirect`` that reached an
+#: answer (a relayed upstream's) would make nginx serve its target with the caller's credentials
+_ACCEL = "X-Accel-Redirect X-Accel-Expires X-Accel-Limit-Rate X-Accel-Buffering X-Accel-Charset"
 #: the folder of the run folder where the front keeps vector tiles
 _VTILES = "vtiles"
 
@@ -242,7 +248,7 @@ def _access(settings: Settings) -> str:
             proxy_cache_key "$front_style|$http_authorization|$raw_query";
             proxy_cache_valid 204 {ttl}s;
             proxy_cache_lock on;
-            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary {_ACCEL};
             # the kept yes stays open between requests: no open and close of its file on every
             # tile (a tenth of a keyed tile's cost, docs/benchmarks.md). nginx still reads its
             # expiry from the file each time, and reopens it once replaced (its inode changed)
@@ -338,7 +344,7 @@ def _vector(settings: Settings) -> str:
             proxy_no_cache $vskip;
             proxy_cache_lock on;
             proxy_cache_use_stale updating;
-            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary {_ACCEL};
             proxy_hide_header X-Cache;
             proxy_hide_header X-Request-ID;
             add_header X-Cache $vx_cache always;
@@ -515,6 +521,7 @@ http {{
         proxy_set_header X-Forwarded-Proto $scheme;
         proxy_buffering off;  # event streams and streamed answers flow as they come
         proxy_request_buffering off;
+        proxy_ignore_headers {_ACCEL};
         proxy_read_timeout {stream_s}s;
         # what nginx refuses itself, and the API not answering: the API's JSON error shape;
         # pages by URI: a request line nginx could not read has no URI to go to a named

@@ -94,7 +94,8 @@ class MetricsMiddleware(HttpMiddleware):
 async def get_metrics(request: Request) -> Response:
     """Every API and worker process's metrics (also at the root: ``GET /metrics``).
 
-    In Prometheus' text format, or OpenMetrics when ``Accept`` asks; for operators.
+    In Prometheus' text format, or OpenMetrics when ``Accept`` asks; for operators not limited
+    to some layers (the series name every layer).
     """
     svc = services(request)
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
@@ -111,7 +112,7 @@ ENDPOINTS = [
         "GET",
         "/metrics",
         get_metrics,
-        rule=Rule("operator"),
+        rule=Rule("operator", every_layer=True),  # every layer's counts: 403 to a limited one
         budget=None,
         answer={
             "200": {

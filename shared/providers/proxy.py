@@ -14,7 +14,9 @@ Safe by construction:
 - only answers of an allowed media type are relayed (images, JSON, XML, vector tiles, plain
   text by default); HTML and JavaScript never, whatever the settings say;
 - only a few request headers are sent (never the client's cookies or credentials), and
-  hop-by-hop, credential and CORS headers of the answer are dropped (CORS is ours to set).
+  hop-by-hop (those the answer's ``Connection`` names too), credential, CORS (ours to set) and
+  ``X-Accel-*`` headers of the answer are dropped: nginx before the API would act on those (an
+  internal redirect with the caller's credentials, its buffering, its rate).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ _HOP_BY_HOP = {
     "upgrade",
 }
 _CREDENTIALS = {"set-cookie", "set-cookie2", "cookie", "authorization", "www-authenticate"}
+#: answer headers dropped by prefix: CORS (ours to set), nginx's (the front would act on them)
+_DROPPED_PREFIXES = ("access-control-", "x-accel-")
 #: request headers of the client passed on (nothing that identifies or authenticates it)
 _FORWARDED = ("accept", "accept-language", "if-none-match", "if-modified-since", "range")
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -369,14 +373,22 @@ async def _relay(response: httpx.Response, policy: ProxyPolicy, deadline: float)
             status=response.status_code,
             content_type=content_type or "",
         )
-    headers = {
-        k: v
-        for k, v in response.headers.items()
-        if k not in _HOP_BY_HOP and k not in _CREDENTIALS and not k.startswith("access-control-")
-    }
     return ProxiedResponse(
-        response.status_code, headers, _stream(response, policy, deadline), response.aclose
+        response.status_code,
+        _relayed_headers(response.headers),
+        _stream(response, policy, deadline),
+        response.aclose,
     )
+
+
+def _relayed_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The headers of an upstream's answer passed on to the client: none that is hop-by-hop
+    (the fixed ones and those its ``Connection`` names), a credential, CORS or ``X-Accel-*``."""
+    named = {name.strip().lower() for name in headers.get_list("connection", split_commas=True)}
+    dropped = _HOP_BY_HOP | _CREDENTIALS | named
+    return {
+        k: v for k, v in headers.items() if k not in dropped and not k.startswith(_DROPPED_PREFIXES)
+    }
 
 
 async def _stream(
