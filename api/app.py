@@ -14,6 +14,8 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from api.cors import cors_middleware
+from api.documents import Documents
+from api.shares import DatabaseShares
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.metrics import MetricsMiddleware
@@ -161,6 +163,8 @@ async def _open_services(settings: Settings, stack: AsyncExitStack) -> Services:
         proxy_policy=ProxyPolicy.from_settings(settings),
         authenticator=Authenticator(settings.auth, auth_db, aredis, signing_keys(settings)),
         budgets=Budgets(settings.auth, aredis),
+        documents=Documents(),
+        shares=DatabaseShares(settings.db_statements_per_caller),
     )
 
 

@@ -2,7 +2,7 @@
 
 An endpoint names its method, path and handler, and every fact about it that is not the
 handler's own work: who may call it and which parameters name a layer (``rule``), the budget it
-spends (``budget``, ``None`` said explicitly), its parameters (``query``, a
+spends (``budget``), its parameters (``query``, a
 :class:`~api.fields.Query` model) and body (``body``), what it answers (``answer``), the errors
 it documents and the job it starts. From the list of endpoints come, never written again: the
 routes of both mounts and the root (:func:`routes`), the OpenAPI document
@@ -32,8 +32,9 @@ from api.bodies import FORM_MAX_BYTES, capped
 from api.errors import error_for
 from api.fields import Query, parse
 from api.links import KEYED_KEY
-from api.quotas import Budget
+from api.quotas import Budget, caller_of
 from api.services import services, settings_of
+from api.shares import Held, HeldWhileSent
 from shared.errors import InvalidInputError
 
 __all__ = ["ENDPOINT_KEY", "Endpoint", "Job", "endpoint_of", "routes"]
@@ -65,7 +66,8 @@ class Endpoint:
         handler: ``handler(request)``, with ``query`` ``handler(request, query)``, with a
             ``body`` model ``handler(request, [query,] body)``.
         rule: who may call it, and the parameters that name a layer, file or folder.
-        budget: the quota it spends; None: none (required: a forgotten budget is an error).
+        budget: the quota it spends (required: every route has one, anonymous callers' counted
+            per address).
         query: its path and query parameters.
         body: its body: a model (JSON, or a form with ``body_media``), or a request body
             object of the document when the handler reads the body itself (files).
@@ -80,6 +82,8 @@ class Endpoint:
         name: its route name (default: the handler's name).
         summary: its summary (default: the first line of the handler's docstring).
         headers: header parameters of the document (the handler reads them).
+        database: its handler queries PostgreSQL: a request holds one of its caller's database
+            slots (:mod:`api.shares`) until its answer is sent.
         own_credentials: it reads credentials of its own (a login form, client credentials):
             no user authentication runs before it.
         middleware: middleware around it alone, outside the wrapper (its refusals pass it
@@ -93,7 +97,7 @@ class Endpoint:
     handler: Handler
     _: KW_ONLY
     rule: Rule
-    budget: Budget | None
+    budget: Budget
     query: type[Query] | None = None
     body: type[BaseModel] | Schema | None = None
     body_media: str = "application/json"
@@ -105,6 +109,7 @@ class Endpoint:
     name: str = ""
     summary: str = ""
     headers: tuple[Schema, ...] = ()
+    database: bool = False
     own_credentials: bool = False
     middleware: tuple[Middleware, ...] = ()
     place: Place = "mounts"
@@ -139,7 +144,7 @@ class Endpoint:
             middleware=self.middleware,
         )
 
-    async def answer_to(self, request: Request) -> Response:
+    async def answer_to(self, request: Request) -> Response | HeldWhileSent:
         """The answer to one request: credentials → rule → budget → parameters → handler.
 
         Every failure after the budget keeps the budget's ``RateLimit-*`` headers. Whatever
@@ -154,15 +159,20 @@ class Endpoint:
                 return refused
         layer = self.rule.check(request)
         scope[LAYER_KEY] = layer
-        limits: dict[str, str] = {}
-        if self.budget is not None:
-            limits, refusal = await services(request).budgets.spend(request, self.budget)
-            if refusal is not None:
-                return refusal
+        svc = services(request)
+        limits, refusal = await svc.budgets.spend(request, self.budget)
+        if refusal is not None:
+            return refusal
+        held: Held | None = None
         try:
+            if self.database:
+                held = await svc.shares.take(caller_of(scope))
             response = await self.handler(request, *await self._arguments(request))
-        except Exception as exc:  # noqa: BLE001 - the error's answer, with the budget's headers
-            if not limits:
+        except BaseException as exc:  # the error's answer, with the budget's headers
+            if held is not None:
+                held.release()
+                held = None
+            if not isinstance(exc, Exception) or not limits:
                 raise
             response = await error_for(request, exc)
         response.headers.update(limits)
@@ -170,7 +180,7 @@ class Endpoint:
             response.headers["Cache-Control"] = "no-store"
         elif layer is not None and not is_public(settings_of(request), layer):
             response.headers["Cache-Control"] = _private(response.headers.get("cache-control"))
-        return response
+        return response if held is None else HeldWhileSent(response, held)
 
     async def _arguments(self, request: Request) -> list[Any]:
         """The handler's arguments after the request: its query, then its body."""

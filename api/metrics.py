@@ -113,7 +113,7 @@ ENDPOINTS = [
         "/metrics",
         get_metrics,
         rule=Rule("operator", every_layer=True),  # every layer's counts: 403 to a limited one
-        budget=None,
+        budget="admin",
         answer={
             "200": {
                 "description": "Prometheus' text format, or OpenMetrics when `Accept` asks",

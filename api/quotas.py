@@ -1,4 +1,5 @@
-"""Quotas: each caller's requests per minute, per budget (tiles, data, providers, jobs).
+"""Quotas: each caller's requests per minute, per budget (tiles, data, providers, jobs,
+documents, auth, admin): every route spends one.
 
 A route's budget is its endpoint's (``api.endpoint``); the caller is the request's principal,
 or for anonymous requests the client's address. The limits are
@@ -36,7 +37,7 @@ __all__ = [
 
 log = logging.getLogger("mapsvc.api")
 
-Budget = Literal["tiles", "data", "providers", "jobs"]
+Budget = Literal["tiles", "data", "providers", "jobs", "documents", "auth", "admin"]
 
 #: the window of every limit: the settings give requests per minute
 WINDOW_S = 60.0
@@ -91,6 +92,9 @@ class Budgets:
             "data": settings.rate_data_per_min,
             "providers": settings.rate_providers_per_min,
             "jobs": settings.rate_jobs_per_min,
+            "documents": settings.rate_documents_per_min,
+            "auth": settings.rate_auth_per_min,
+            "admin": settings.rate_admin_per_min,
         }
         self.redis = redis
         self.timeout_s = timeout_s

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from celery import Celery
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from api.documents import Documents
     from api.jobs import JobService
     from api.quotas import Budgets
+    from api.shares import DatabaseShares
     from shared.auth.authenticator import Authenticator
     from shared.convert.client import ConvertClient
     from shared.providers.dem import DemCatalog
@@ -67,6 +69,10 @@ class Services:
     """Credentials to principals: API keys and logins (PostgreSQL), tokens (signing keys)."""
     budgets: Budgets
     """Each caller's requests per minute, per budget."""
+    documents: Documents
+    """The documents built once (the OpenAPI document of each mount)."""
+    shares: DatabaseShares
+    """Each caller's database slots."""
 
 
 def services(conn: HTTPConnection) -> Services:

@@ -955,6 +955,23 @@ class AuthSettings(Concern):
         description="Job starts (configure, compress, pre-tile, speed test, "
         "PDF merge) per minute per caller",
     )
+    rate_documents_per_min: int = Field(
+        default=1200,
+        ge=1,
+        description="Pages, web files, the OpenAPI document, health and readiness per minute per "
+        "caller",
+    )
+    rate_auth_per_min: int = Field(
+        default=120,
+        ge=1,
+        description="Logins, token requests and authorizations (valid or not) per minute per "
+        "caller",
+    )
+    rate_admin_per_min: int = Field(
+        default=600,
+        ge=1,
+        description="Admin routes (users, keys, clients) and `/metrics` per minute per caller",
+    )
     rate_failed_auth_per_min: int = Field(
         default=30,
         ge=1,
@@ -1077,6 +1094,13 @@ class Settings(Concern):
     )
     db_max_overflow: int = Field(
         default=5, ge=0, description="Connections opened past the pool size under load"
+    )
+    db_statements_per_caller: int = Field(
+        default=3,
+        ge=1,
+        description="Requests of one caller (a principal, or an address when anonymous) that "
+        "query PostgreSQL at once, per API process; more wait a second, then `429`: no caller "
+        "empties the pool",
     )
     db_pool_timeout_s: float = Field(
         default=3.0,

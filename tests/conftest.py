@@ -112,6 +112,9 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         rate_data_per_min=10**7,
         rate_providers_per_min=10**7,
         rate_jobs_per_min=10**7,
+        rate_documents_per_min=10**7,
+        rate_auth_per_min=10**7,
+        rate_admin_per_min=10**7,
         # many tests send wrong keys and tokens on purpose, all from 127.0.0.1
         rate_failed_auth_per_min=10**7,
         _env_file=None,  # type: ignore[call-arg]

@@ -77,16 +77,15 @@ def _security(rule: Rule, own_credentials: bool) -> list[Schema] | None:
 
 
 def _refusals(endpoint: Endpoint) -> set[int]:
-    """The errors of an endpoint: its own, its rule's and budget's, and always 400 and 503."""
+    """The errors of an endpoint: its own, its rule's and budget's (429: every endpoint has
+    one), and always 400 and 503."""
     rule = endpoint.rule
     found = {400, 503, *endpoint.errors}
     if endpoint.job is not None:
         found |= set(_JOB_ERRORS)
     if rule.role is not None:
         found |= {401, 403} | ({404} if rule.layers else set())
-    if rule.role is not None or endpoint.budget is not None:
-        found.add(429)
-    return found
+    return found | {429}
 
 
 def _schema_of(prop: Schema) -> Schema:

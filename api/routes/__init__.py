@@ -4,11 +4,12 @@ under ``/api/v1``, and at the root (``api.endpoint``)."""
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from api import metrics
 from api.access import Rule
+from api.documents import send
 from api.endpoint import Endpoint, routes
 from api.links import api_prefix
 from api.openapi import openapi_document
@@ -34,18 +35,22 @@ from api.routes import (
     wms,
     wmts,
 )
-from api.services import settings_of
+from api.services import services, settings_of
 
 __all__ = ["ENDPOINTS", "MOUNTED", "ROOT_ROUTES", "ROUTES"]
 
 
-async def get_openapi(request: Request) -> JSONResponse:
+async def get_openapi(request: Request) -> Response:
     """This document.
 
     The OpenAPI 3.1 document of every endpoint under the mounts, its server the mount it was
-    asked through.
+    asked through; built once per mount (``ETag``, ``304`` on ``If-None-Match``).
     """
-    return JSONResponse(openapi_document(MOUNTED, settings_of(request), api_prefix(request)))
+    settings, prefix = settings_of(request), api_prefix(request)
+    built = await services(request).documents.get(
+        ("openapi", prefix), lambda: openapi_document(MOUNTED, settings, prefix)
+    )
+    return send(request, built, "public, max-age=300")
 
 
 _OPENAPI = Endpoint(
@@ -53,7 +58,7 @@ _OPENAPI = Endpoint(
     "/openapi.json",
     get_openapi,
     rule=Rule(None),
-    budget=None,
+    budget="documents",
     answer={"200": content("application/json", {"type": "object"}, "OpenAPI 3.1")},
     tag="system",
 )

@@ -273,8 +273,10 @@ _CREATE_ERRORS, _CHANGE_ERRORS = (409, 413), (404, 413)
 
 
 def _admin(method: str, path: str, handler: Handler, **declared: Any) -> Endpoint:
-    """An endpoint of the admin API: admins only, no budget."""
-    return Endpoint(method, path, handler, rule=Rule("admin"), budget=None, tag="admin", **declared)
+    """An endpoint of the admin API: admins only, on the admin budget."""
+    return Endpoint(
+        method, path, handler, rule=Rule("admin"), budget="admin", tag="admin", **declared
+    )
 
 
 def _collection(

@@ -348,7 +348,7 @@ def _auth(method: str, path: str, handler: Any, **declared: Any) -> Endpoint:
         path,
         handler,
         rule=Rule(None),
-        budget=None,
+        budget="auth",
         tag="auth",
         own_credentials=True,
         place="mounts+root",

@@ -197,8 +197,8 @@ _SSE = {
         "Server-Sent Events: `id: <entry id>` and `data: <line>` per line",
     )
 }
-#: an endpoint of the jobs' group: watching and stopping jobs spends no budget
-_endpoint = functools.partial(Endpoint, budget=None, tag="jobs")
+#: an endpoint of the jobs' group: watching and stopping jobs spends the data budget
+_endpoint = functools.partial(Endpoint, budget="data", tag="jobs")
 #: a reader's look at, or hand on, one job (the job store says whose it is)
 _one_job = functools.partial(_endpoint, rule=Rule("reader"))
 #: a GET of the jobs' group

@@ -135,8 +135,8 @@ async def get_ready(request: Request) -> JSONResponse:
     return error_response(request, 503, "not-ready", f"not ready: {failing}", {"checks": checks})
 
 
-#: an endpoint of the system: anyone's GET, free of any budget
-_endpoint = functools.partial(Endpoint, "GET", rule=Rule(None), budget=None, tag="system")
+#: an endpoint of the system: anyone's GET, on the documents budget
+_endpoint = functools.partial(Endpoint, "GET", rule=Rule(None), budget="documents", tag="system")
 
 ENDPOINTS = [
     _endpoint("/health", get_health, answer={"200": json_body(Health, "Alive")}),

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from api.access import Rule, principal_of
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
+from api.documents import not_modified
 from api.endpoint import Endpoint, Handler, Job
 from api.fields import (
     AtMost,
@@ -219,7 +220,7 @@ def image_response(
 ) -> Response:
     """An image with its ``ETag``, age and ``X-Cache``; ``304`` when ``If-None-Match`` names it."""
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
-    if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
+    if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=tile_format.media_type, headers=headers)
 
@@ -567,7 +568,7 @@ ENDPOINTS = [
         "/rtile/{style}/access",
         get_tile_access,
         rule=_READ,
-        budget=None,  # the front counts the tiles it sends itself
+        budget="tiles",  # asked once per query and key by the front (it keeps the answer)
         query=TileAccessQuery,
         answer={
             "204": {

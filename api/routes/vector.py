@@ -412,7 +412,7 @@ ENDPOINTS = [
         "/vtile/{layer}/cache",
         delete_vtile_cache,
         rule=Rule("operator", layers=("layer",)),
-        budget=None,
+        budget="jobs",
         query=LayerOnlyQuery,
         answer={"200": json_body(CacheDropped, "Dropped")},
         errors=(404,),

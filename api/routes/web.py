@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from api.access import Rule
+from api.documents import not_modified
 from api.endpoint import Endpoint, Handler
 from api.fields import Query
 from api.links import api_prefix
@@ -220,7 +221,7 @@ def _file(request: Request, file: Path, headers: dict[str, str]) -> Response:
         file = packed
     response = FileResponse(file, media_type=media_type, headers=headers, stat_result=os.stat(file))
     etag = response.headers["etag"]
-    if etag in {tag.strip() for tag in request.headers.get("if-none-match", "").split(",")}:
+    if not_modified(request, etag):
         return Response(status_code=304, headers={**headers, "ETag": etag})
     return response
 
@@ -247,7 +248,7 @@ def _page(path: str, handler: Handler, query: type[Query] | None = None) -> Endp
         path,
         handler,
         rule=Rule(None),
-        budget=None,
+        budget="documents",
         query=query,
         place="root",
         documented=False,
@@ -262,7 +263,7 @@ ENDPOINTS = [
         "/",
         get_front,
         rule=Rule(None),
-        budget=None,
+        budget="documents",
         query=FrontQuery,
         answer={
             "200": {

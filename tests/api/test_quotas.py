@@ -33,6 +33,7 @@ LIMITS = AuthSettings(
     rate_data_per_min=2,
     rate_providers_per_min=5,
     rate_jobs_per_min=1,
+    rate_documents_per_min=100,
     _env_file=None,  # type: ignore[call-arg]
 )
 
@@ -55,7 +56,7 @@ async def ok(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-def _endpoints(routes: dict[str, Budget | None]) -> list[BaseRoute]:
+def _endpoints(routes: dict[str, Budget]) -> list[BaseRoute]:
     """Endpoints answering ``ok`` with these budgets, their principal set by the test's
     middleware (``own_credentials``: no authentication runs)."""
     endpoints = [
@@ -80,7 +81,7 @@ def make_app(redis_url: str) -> Starlette:
             "/rtile/{path:path}": "tiles",
             "/geojson/{layer}": "data",
             "/gis-raster/{path:path}": "jobs",
-            "/health": None,
+            "/health": "documents",
         }
     )
     return Starlette(
@@ -171,14 +172,15 @@ def test_anonymous_callers_are_keyed_by_address(tc: TestClient, address: str) ->
         assert answer.headers["RateLimit-Remaining"] == "1"
 
 
-def test_routes_without_budget_are_never_limited(tc: TestClient) -> None:
-    for _ in range(10):
+def test_open_routes_spend_a_budget_too(tc: TestClient) -> None:
+    for left in range(99, 89, -1):
         answer = tc.get("/api-user/health")
         assert answer.status_code == 200
-        assert "RateLimit-Limit" not in answer.headers
+        assert answer.headers["RateLimit-Limit"] == "100"
+        assert answer.headers["RateLimit-Remaining"] == str(left)
 
 
-def _budget_of(method: str, path: str) -> Budget | None:
+def _budget_of(method: str, path: str) -> Budget:
     """The budget of the API's endpoint that answers ``method path``."""
     scope = {"type": "http", "method": method, "path": path, "root_path": ""}
     for mount in create_app(Settings()).router.routes:
@@ -197,7 +199,7 @@ def test_budget_table() -> None:
     cases = {
         ("GET", "/api-user/rtile/abc/1/0/0.png"): "tiles",
         ("GET", "/api/v1/vtile/roads/1/0/0.pbf"): "tiles",
-        ("DELETE", "/api-user/vtile/roads/cache"): None,
+        ("DELETE", "/api-user/vtile/roads/cache"): "jobs",
         ("GET", "/api-user/gis-raster"): "data",
         ("GET", "/api-user/gis-raster/a/b.tif"): "jobs",
         ("GET", "/api-user/gis-raster-info/abc"): "data",
@@ -205,9 +207,11 @@ def test_budget_table() -> None:
         ("GET", "/api-user/gis-url-proxy"): "providers",
         ("POST", "/api-user/pdf-merge"): "jobs",
         ("GET", "/api-user/diag/probe"): "jobs",
-        ("GET", "/api-user/openapi.json"): None,
-        ("GET", "/api-user/jobs/abc/events"): None,
-        ("POST", "/api-user/oauth/token"): None,
+        ("GET", "/api-user/openapi.json"): "documents",
+        ("GET", "/api-user/jobs/abc/events"): "data",
+        ("POST", "/api-user/oauth/token"): "auth",
+        ("GET", "/api-user/users"): "admin",
+        ("GET", "/api-user/metrics"): "admin",
     }
     assert {case: _budget_of(*case) for case in cases} == cases
 
