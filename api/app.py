@@ -15,7 +15,6 @@ from starlette.routing import Mount
 
 from api.cors import cors_middleware
 from api.documents import Documents
-from api.shares import DatabaseShares
 from api.errors import install_error_handlers
 from api.jobs import JobService, make_celery_client
 from api.metrics import MetricsMiddleware
@@ -24,6 +23,7 @@ from api.mounts import USER_PREFIX, V1_PREFIX
 from api.quotas import Budgets
 from api.routes import ROOT_ROUTES, ROUTES
 from api.services import Services
+from api.shares import DatabaseShares
 from shared import metrics
 from shared.auth.authenticator import Authenticator, auth_engine
 from shared.auth.migrate import upgrade

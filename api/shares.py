@@ -78,6 +78,7 @@ class Held:
     released: bool = False
 
     def release(self) -> None:
+        """Give the slot back (a second call does nothing)."""
         if not self.released:
             self.released = True
             self.entry.slots.release()
@@ -92,6 +93,7 @@ class HeldWhileSent:
         self.held = held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the answer, then give the slot back."""
         try:
             await self.response(scope, receive, send)
         finally:
