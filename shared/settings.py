@@ -1096,7 +1096,7 @@ class Settings(Concern):
         default=5, ge=0, description="Connections opened past the pool size under load"
     )
     db_statements_per_caller: int = Field(
-        default=3,
+        default=4,
         ge=1,
         description="Requests of one caller (a principal, or an address when anonymous) that "
         "query PostgreSQL at once, per API process; more wait a second, then `429`: no caller "

@@ -300,8 +300,11 @@ async def get_ogc_queryables(request: Request, query: CollectionQuery) -> JSONRe
     )
 
 
-#: an endpoint of a feature collection: a look at the layer ``collectionId`` names, its data
-_look = functools.partial(Endpoint, "GET", rule=_READ, budget="data", errors=(404, 422), tag="ogc")
+#: an endpoint of a feature collection: a look at the layer ``collectionId`` names, its data (a
+#: query of PostgreSQL, on the caller's share of it)
+_look = functools.partial(
+    Endpoint, "GET", rule=_READ, budget="data", errors=(404, 422), tag="ogc", database=True
+)
 
 ENDPOINTS = [
     _look(

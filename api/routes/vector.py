@@ -373,8 +373,9 @@ async def delete_vtile_cache(request: Request, query: LayerOnlyQuery) -> JSONRes
 
 #: an endpoint of the vector layers: a GET of their group
 _endpoint = functools.partial(Endpoint, "GET", tag="vector")
-#: a look at the layer the parameter ``layer`` names (public ones: anyone's), its data
-_look = functools.partial(_endpoint, rule=_READ, budget="data", errors=(404, 422))
+#: a look at the layer the parameter ``layer`` names (public ones: anyone's), its data: a query
+#: of PostgreSQL, on the caller's share of it
+_look = functools.partial(_endpoint, rule=_READ, budget="data", errors=(404, 422), database=True)
 
 ENDPOINTS = [
     _look(

@@ -7,15 +7,18 @@ import secrets
 import statistics
 import subprocess
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_app
 from shared.settings import Settings
-from tests.checks import assert_error
-from tests.conftest import served
+from tests.checks import AUTH, assert_error
+from tests.conftest import pg, served
 
 OPENAPI = "/api-user/openapi.json"
 
@@ -85,8 +88,69 @@ def test_anonymous_callers_have_a_budget_per_address(settings: Settings, path: s
     ):
         codes = [one.get(path).status_code for _ in range(3)]
         refused = one.get(path)
-        assert refused.status_code == 429, refused.text
+        assert refused.status_code == 429, (codes, dict(refused.headers))
         assert_error(refused.json(), "rate-limited")
         assert int(refused.headers["retry-after"]) >= 1
         assert refused.headers["ratelimit-remaining"] == "0"
         assert other.get(path).status_code == codes[0]
+
+
+@pytest.fixture
+def slow_layer(vector_tables: str) -> Iterator[str]:
+    """A layer whose every query takes two seconds (a view that sleeps a second per row)."""
+    with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE VIEW test_slow AS"
+            " SELECT id, name, geom, (SELECT pg_sleep(1))::text AS nap FROM test_lines"
+        )
+    yield "public.test_slow"
+    with psycopg.connect(pg(vector_tables), autocommit=True) as conn:
+        conn.execute("DROP VIEW IF EXISTS test_slow")
+
+
+def test_one_caller_cannot_take_every_database_connection(
+    settings: Settings, slow_layer: str
+) -> None:
+    """One caller asks for a slow layer 8 times at once, on a pool of 3 connections: 2 run (its
+    share), the others wait a second and get ``429`` with ``Retry-After``; another caller's
+    query gets the third connection at once (before: it waited for the pool, seconds)."""
+    shared = settings.model_copy(
+        update={"db_pool_size": 3, "db_max_overflow": 0, "db_statements_per_caller": 2}
+    )
+    with served(shared) as base, httpx.Client(base_url=base, timeout=30) as admin:
+        hog, other = (_reader_key(admin) for _ in range(2))
+        slow = f"/api-user/geojson/{slow_layer}?nocache=1"
+        lines = "/api-user/geojson/public.test_lines?nocache=1"
+        assert admin.get(lines, headers=_bearer(other)).status_code == 200  # (the catalogue read)
+
+        def ask(_: int) -> httpx.Response:
+            return httpx.get(base + slow, headers=_bearer(hog), timeout=30)
+
+        with ThreadPoolExecutor(8) as pool:
+            flood = pool.map(ask, range(8))
+            time.sleep(0.5)  # the hog's queries are running
+            started = time.perf_counter()
+            theirs = admin.get(lines, headers=_bearer(other))
+            waited = time.perf_counter() - started
+            answers = list(flood)
+    assert theirs.status_code == 200, theirs.text
+    assert len(theirs.json()["features"]) >= 2  # (other tests add lines)
+    assert waited < 1.0, (waited, sorted(a.status_code for a in answers))  # not behind the hog
+    codes = sorted(a.status_code for a in answers)
+    assert codes.count(200) >= 2, codes
+    refused = [a for a in answers if a.status_code == 429]
+    assert refused, codes
+    for answer in refused:
+        assert_error(answer.json(), "rate-limited")
+        assert int(answer.headers["retry-after"]) >= 1
+    assert all(a.status_code in (200, 429) for a in answers), codes
+
+
+def _reader_key(admin: httpx.Client) -> str:
+    made = admin.post("/api-user/api-keys", json={"name": "share", "role": "reader"}, headers=AUTH)
+    assert made.status_code == 201, made.text
+    return str(made.json()["key"])
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
