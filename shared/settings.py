@@ -426,6 +426,18 @@ class TileSettings(Concern):
         description="Most tiles of one pre-tiling run, its whole first zoom included; a "
         "larger plan is `422` with the plan",
     )
+    export_max_bytes: int = Field(
+        default=16 * 2**30,
+        ge=1,
+        description="Largest export file (16 GiB): an export that grows past it stops with a "
+        "job error (nothing is left)",
+    )
+    min_free_disk_bytes: int = Field(
+        default=2**30,
+        ge=0,
+        description="Free space kept on the work dir's disk (1 GiB): an export, or a seed into "
+        "the disk cache, stops with a job error before leaving less",
+    )
     seed_max_concurrent_runs: int = Field(
         default=0,
         ge=0,

@@ -29,7 +29,7 @@ from shared.errors import ConflictError
 from shared.jobs import JobStore
 from shared.raster.paths import MAX_ID_CHARS
 from shared.tiles.coverage import Coverage
-from shared.tiles.pretile import PretileCounters, PretileLock, resumable, supersede
+from shared.tiles.pretile import LayerLock, PretileCounters, resumable, supersede
 
 __all__ = ["ENDPOINTS"]
 
@@ -150,7 +150,7 @@ async def post_layer_pretile_resume(request: Request, query: ResumeQuery) -> Res
     store, ttl = svc.jobs.store, svc.settings.jobs.time_limit_s
     old = await run_in_threadpool(resumable, store, style, ttl, time.time())
     job_id = str(uuid.uuid4())
-    lock = PretileLock(store, style, ttl)
+    lock = LayerLock(store, style, ttl)
     # the old run's lock first, in one step: a resume that loses a race ends nothing
     running = await run_in_threadpool(lock.take_over, old.id, job_id)
     if running is not None:

@@ -60,7 +60,7 @@ from shared.tiles.grid import MAX_ZOOM, RenderArea, TileAddress, parse_tile
 from shared.tiles.pretile import (
     DEFAULT_MAXZOOM,
     DEFAULT_MINZOOM,
-    PretileLock,
+    LayerLock,
     check_ceiling,
     check_pace,
     plan_pretile,
@@ -461,7 +461,7 @@ async def get_layer_pretile(
         params["max_tiles_per_s"] = query.max_tiles_per_s
     jobs = svc.jobs
     job_id = str(uuid.uuid4())
-    lock = PretileLock(jobs.store, style, settings.jobs.time_limit_s)
+    lock = LayerLock(jobs.store, style, settings.jobs.time_limit_s)
     running = await run_in_threadpool(lock.acquire, job_id)
     if running is not None:
         raise ConflictError(

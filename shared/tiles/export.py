@@ -36,9 +36,10 @@ from typing import Any, Protocol
 from pmtiles.tile import zxy_to_tileid
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.disk import short_of_space
 from shared.errors import InvalidInputError, NotFoundError, UnavailableError, UnprocessableError
 from shared.raster.files import atomic_path
-from shared.settings import Settings, VectorSettings
+from shared.settings import Settings, TileSettings, VectorSettings
 from shared.tiles.archives import ARCHIVES, ArchiveInfo, open_archive
 from shared.tiles.coverage import Block, Coverage
 from shared.tiles.encoding import Encoding, empty_tile
@@ -412,16 +413,18 @@ def _write(
     info: ArchiveInfo,
     path: Path,
     progress: Progress,
-    max_tiles: int,
+    limits: TileSettings,
 ) -> dict[str, Any]:
-    """Write the export to ``path`` (renamed there once complete): its summary."""
+    """Write the export to ``path`` (renamed there once complete): its summary. It stops
+    (nothing left) past ``limits``' tiles, past its bytes, or before the disk fills up."""
     coverage, maxzoom = job.area
-    plan = plan_export(coverage, job.minzoom, maxzoom, max_tiles)
+    plan = plan_export(coverage, job.minzoom, maxzoom, limits.pretile_max_tiles)
     title = f"{job.layer}: zooms {job.minzoom}-{maxzoom - 1}, {plan['total']} tiles"
     progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
     pace = _Pace(progress, plan["total"])
-    written = 0
+    written = size = 0
     _prune(path.parent)
+    _check_room(path, limits, size)
     with atomic_path(path) as tmp:
         archive = open_archive(tmp, job.archive, job.tile_format)
         try:
@@ -432,6 +435,8 @@ def _write(
                         if data:
                             archive.add(tile, data)
                             written += 1
+                            size += len(data)
+                    _check_room(path, limits, size)
                     zoom_done += len(batch)
                     pace.add(z, len(batch), zoom_done, entry["tiles"])
             if not written:
@@ -459,6 +464,25 @@ def _write(
         "bounds": info["bounds"],
         "plan": plan,
     }
+
+
+def _check_room(path: Path, limits: TileSettings, size: int) -> None:
+    """Stop an export that has written ``size`` bytes of tiles past its cap, or whose disk has
+    less free than it keeps.
+
+    Raises:
+        UnprocessableError: past ``MAPSVC_EXPORT_MAX_BYTES``.
+        UnavailableError: the disk is almost full.
+    """
+    if size > limits.export_max_bytes:
+        raise UnprocessableError(
+            f"the export stopped: its tiles passed {limits.export_max_bytes} bytes"
+            " (MAPSVC_EXPORT_MAX_BYTES); export fewer zooms or a smaller coverage",
+            bytes=size,
+        )
+    short = short_of_space(path.parent, limits.min_free_disk_bytes)
+    if short is not None:
+        raise UnavailableError(f"the export stopped: {short}")
 
 
 def export_layer(
@@ -512,7 +536,6 @@ def _export(
     store: TileStore,
 ) -> dict[str, Any]:
     """Write the export to ``path`` (:func:`export_layer`)."""
-    max_tiles = settings.tiles.pretile_max_tiles
     job = replace(job, tile_format=tile_format_of(job.tile_format, job.vector))
     if not job.vector:
         style = read_style(renderer.mapnik_dir, job.layer)
@@ -528,7 +551,7 @@ def _export(
             style.bounds,
         )
         info = _info(job, style.title, tile_format.value, None)
-        return _write(job, raster, info, path, progress, max_tiles)
+        return _write(job, raster, info, path, progress, settings.tiles)
     with asyncio.Runner() as runner:
         engine = make_engine(settings, connections=_VECTOR_AT_ONCE)
         try:
@@ -538,7 +561,7 @@ def _export(
             job = job.within(layer.bounds, layer.maxzoom)
             tiles = _VectorTiles(runner, engine, layer, vector)
             info = _info(job, layer.id, "pbf", layer)
-            return _write(job, tiles, info, path, progress, max_tiles)
+            return _write(job, tiles, info, path, progress, settings.tiles)
         finally:
             runner.run(engine.dispose())
 

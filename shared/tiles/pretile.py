@@ -36,7 +36,7 @@ __all__ = [
     "RESUME_SILENT_S",
     "Chunk",
     "PretileCounters",
-    "PretileLock",
+    "LayerLock",
     "RunSlots",
     "check_ceiling",
     "check_pace",
@@ -525,8 +525,9 @@ return 1
 _ENQUEUE_GRACE_S = 30
 
 
-class PretileLock:
-    """At most one pre-tiling run per layer: a Redis key naming the job that holds it.
+class LayerLock:
+    """At most one run of a kind (``pretile``, ``export``) per layer: a Redis key naming the
+    job that holds it.
 
     The task that ends a run releases the lock, and so does the cancel of a run (at once: its
     chunks still queued only count themselves cancelled, see :func:`free_run`); only the job
@@ -535,10 +536,10 @@ class PretileLock:
     (the run refreshes it as it goes).
     """
 
-    def __init__(self, store: JobStore, style: str, ttl_s: int) -> None:
+    def __init__(self, store: JobStore, style: str, ttl_s: int, kind: str = "pretile") -> None:
         self.store = store
-        self.key = f"mapsvc:pretile-lock:{style}"
-        self._last = f"mapsvc:pretile-last:{style}"
+        self.key = f"mapsvc:{kind}-lock:{style}"
+        self._last = f"mapsvc:{kind}-last:{style}"
         self.ttl_s = ttl_s
         self._swap = store.client.register_script(_SWAP_HOLDER)
 
@@ -667,7 +668,7 @@ def resumable(store: JobStore, style: str, lock_ttl_s: int, now: float) -> JobRe
         UnprocessableError: the layer has no run to resume, or its progress expired.
         ConflictError: its last run succeeded, or is going.
     """
-    last = PretileLock(store, style, lock_ttl_s).last()
+    last = LayerLock(store, style, lock_ttl_s).last()
     record = None if last is None else store.get(last)
     if record is None or not PretileCounters(store.client, record.id, store.ttl_s).exists():
         raise UnprocessableError(
@@ -711,5 +712,5 @@ def free_run(store: JobStore, record: JobRecord) -> None:
     """
     if record.kind != "pretile" or not isinstance(record.params.get("style"), str):
         return
-    PretileLock(store, record.params["style"], 0).release(record.id)
+    LayerLock(store, record.params["style"], 0).release(record.id)
     RunSlots(store, 0, 0).free(record.id)

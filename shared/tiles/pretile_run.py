@@ -26,7 +26,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import ConflictError, JobCancelledError, MapsvcError, UnprocessableError
+from shared.disk import short_of_space
+from shared.errors import (
+    ConflictError,
+    JobCancelledError,
+    MapsvcError,
+    UnavailableError,
+    UnprocessableError,
+)
 from shared.jobs import Continued, JobReporter, JobStore
 from shared.tiles.coverage import Coverage
 from shared.tiles.encoding import DEFAULT_ENCODING, Codec, Encoding
@@ -37,8 +44,8 @@ from shared.tiles.png import Rendered
 from shared.tiles.pretile import (
     CHUNK,
     Chunk,
+    LayerLock,
     PretileCounters,
-    PretileLock,
     RunSlots,
     check_ceiling,
     chunks,
@@ -46,7 +53,7 @@ from shared.tiles.pretile import (
     plan_pretile,
 )
 from shared.tiles.render import TileRenderer
-from shared.tiles.store import TileStore, tile_key
+from shared.tiles.store import FileTileStore, TileStore, tile_key
 from shared.tiles.stores import TileStores
 from shared.tiles.styles import read_style
 
@@ -108,6 +115,8 @@ class PretileRunner:
         metatiling: how chunks are drawn (``MAPSVC_METATILE_*``).
         max_runs: the most runs going at once (``MAPSVC_SEED_MAX_CONCURRENT_RUNS``; 0: any).
         max_failed: the failed tiles that end a run (``MAPSVC_SEED_MAX_FAILED_TILES``).
+        keep_free: the bytes a run into the disk cache leaves free on its disk
+            (``MAPSVC_MIN_FREE_DISK_BYTES``): short of them, it stops and fails.
     """
 
     def __init__(
@@ -122,6 +131,7 @@ class PretileRunner:
         metatiling: Metatiling = DEFAULT_METATILING,
         max_runs: int = 0,
         max_failed: int = 1000,
+        keep_free: int = 0,
     ) -> None:
         self.store = store
         self.renderer = renderer
@@ -132,13 +142,14 @@ class PretileRunner:
         self.metatiling = metatiling
         self.max_runs = max_runs
         self.max_failed = max_failed
+        self.keep_free = keep_free
 
     def _counters(self, job_id: str) -> PretileCounters:
         return PretileCounters(self.store.client, job_id, self.store.ttl_s)
 
-    def _lock(self, style: str) -> PretileLock:
+    def _lock(self, style: str) -> LayerLock:
         # the API takes it for the job; each step of the sender keeps it
-        return PretileLock(self.store, style, self.lock_ttl_s)
+        return LayerLock(self.store, style, self.lock_ttl_s)
 
     def _slots(self) -> RunSlots:
         return RunSlots(self.store, self.max_runs, self.lock_ttl_s)
@@ -312,6 +323,11 @@ class PretileRunner:
             if attempts > CHUNK_ATTEMPTS:
                 error = f"{_place(chunk)}: its worker process died every time"
                 failed = list(chunk.tiles())
+            elif (short := self._short_of_space(store)) is not None:
+                error, failed = f"{_place(chunk)}: {short}", list(chunk.tiles())
+                if self._counters(job_id).mark("disk_full"):
+                    log.warning("pretile %s: %s; stopping the run", job_id, short)
+                    self.store.request_cancel(job_id)
             else:
                 error = self._render_tiles(chunk, job, store, counts, failed)
                 if error is not None and attempts < CHUNK_ATTEMPTS and retry is not None:
@@ -327,6 +343,13 @@ class PretileRunner:
                 report.line(text, progress=progress)
         if last:
             self._finish(report, job)
+
+    def _short_of_space(self, store: TileStore) -> str | None:
+        """Why the disk cache cannot take more tiles (None: it can, or the store is a
+        bucket)."""
+        if not isinstance(store, FileTileStore):
+            return None
+        return short_of_space(store.root, self.keep_free)
 
     def _end_early(self, job_id: str, counters: PretileCounters, failed: int) -> None:
         """Stop a run past its failed tiles: its chunks left count as cancelled, and its end
@@ -476,7 +499,8 @@ class PretileRunner:
         counters.end()
         summary = counters.summary()
         too_many = counters.marked("too_many_failed")
-        if self.store.cancel_requested(job_id) and not too_many:
+        disk_full = counters.marked("disk_full")
+        if self.store.cancel_requested(job_id) and not (too_many or disk_full):
             self._free(job)
             report.fail(JobCancelledError("the job was cancelled"))
             return
@@ -488,6 +512,14 @@ class PretileRunner:
         )
         result = self._result(counters, summary)
         self._free(job)
+        if disk_full:
+            report.fail(
+                UnavailableError(
+                    f"the run stopped: {summary['first_error']}",
+                    failed_tiles=result["failed_tiles"],
+                )
+            )
+            return
         if too_many:
             report.fail(
                 UnprocessableError(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -16,6 +18,7 @@ from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
 
 __all__ = [
+    "STALE_WRITE_S",
     "FileTileStore",
     "StoredTile",
     "TileStore",
@@ -108,6 +111,19 @@ class TileStore(Protocol):
         """Remove the tiles stored under ``keys``; how many were stored."""
 
 
+#: a temporary file of a tile write this old was left by a process that died
+STALE_WRITE_S = 3600
+
+
+def _sweep(folder: Path, writes: list[str]) -> None:
+    """Remove the temporary files ``writes`` of ``folder`` older than :data:`STALE_WRITE_S`."""
+    now = time.time()
+    for name in writes:
+        with contextlib.suppress(FileNotFoundError):
+            if now - (folder / name).stat().st_mtime > STALE_WRITE_S:
+                (folder / name).unlink()
+
+
 class FileTileStore:
     """Tiles as files under ``<workDir>/map/rtile``, written atomically."""
 
@@ -168,7 +184,9 @@ class FileTileStore:
 
         A folder that a symbolic link leads out of its style's folder (into another layer's
         tiles, say) has none: truncation and expiry walk these names, and must remove or draw
-        again only the style's own tiles.
+        again only the style's own tiles. The temporary file of a write (``.<name>.<hex>.tmp``)
+        is no name; one older than :data:`STALE_WRITE_S`, left by a process killed while it
+        wrote, is removed on the way.
         """
         path = self._path(folder)
         style = os.path.realpath(self._path(folder.split("/", 1)[0]))
@@ -176,9 +194,13 @@ class FileTileStore:
         if real != style and not real.startswith(style + os.sep):
             return []
         try:
-            return os.listdir(path)
+            names = os.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        writes = [name for name in names if name.startswith(".") and name.endswith(".tmp")]
+        if writes:
+            _sweep(path, writes)
+        return [name for name in names if not name.startswith(".")]
 
     def delete_many(self, keys: list[str]) -> int:
         """Remove the files of ``keys`` (their folders stay); how many there were."""

@@ -494,3 +494,49 @@ def test_cli_export_takes_the_coverages_of_the_api(
         "triangle.geojson",
         "triangle.pmtiles",
     ]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"export_max_bytes": 20_000}, "MAPSVC_EXPORT_MAX_BYTES"),
+        ({"min_free_disk_bytes": 2**60}, "the disk is almost full"),
+    ],
+)
+def test_an_export_past_its_bytes_or_the_disk_stops_and_leaves_nothing(
+    settings: Settings, scene: str, tmp_path: Path, change: dict[str, int], said: str
+) -> None:
+    """An export whose tiles pass ``MAPSVC_EXPORT_MAX_BYTES``, or whose disk has less free
+    than ``MAPSVC_MIN_FREE_DISK_BYTES``, stops with an error saying so: no file is left."""
+    limited = settings.model_copy(update={"tiles": settings.tiles.model_copy(update=change)})
+    out = tmp_path / "scene.mbtiles"
+    done = run_mapsvc(
+        limited, "export", scene, "--minzoom", "8", "--maxzoom", "11", "--out", str(out)
+    )
+    assert done.returncode != 0
+    assert said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # neither the archive nor its temporary file
+
+
+def test_one_export_per_layer_at_a_time(
+    api: TestClient, settings: Settings, rdb: redis.Redis, raster_dir: Path
+) -> None:
+    """A second export of a layer being exported is ``409`` naming the job; another layer's
+    export goes on; once the first ended, the layer can be exported again."""
+    world = own_layer(settings, rdb, "single/world.rgb.tif", "export", "world-once.tif")
+    r = api.get(f"{EXPORT}/{world}?format=mbtiles&minzoom=0&maxzoom=8&async=1")
+    assert r.status_code == 202, r.text
+    first = r.json()["id"]
+    try:
+        again = api.get(f"{EXPORT}/{world}?format=pmtiles&minzoom=0&maxzoom=2")
+        assert again.status_code == 409, again.text
+        error = assert_error(again.json(), "conflict")
+        assert error["detail"]["job_id"] == first
+        assert first in error["message"]
+    finally:
+        assert api.delete(f"/api-user/jobs/{first}").status_code in (200, 202)
+    assert wait_state(api, first, timeout=60)["state"] in ("cancelled", "succeeded")
+    later = api.get(f"{EXPORT}/{world}?format=pmtiles&minzoom=0&maxzoom=2")
+    assert later.status_code == 200, later.text
+    assert later.json()["tiles"] > 0

@@ -24,8 +24,8 @@ from shared.settings import Settings
 from shared.tiles.pretile import (
     CHUNK,
     Chunk,
+    LayerLock,
     PretileCounters,
-    PretileLock,
     chunks,
     count_chunks,
     plan_pretile,
@@ -262,7 +262,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
 ) -> None:
     """A run ended by someone else (a watchdog, the API) or lost frees its layer."""
     store = JobStore(rdb, settings)
-    lock = PretileLock(store, scene, settings.jobs.time_limit_s)
+    lock = LayerLock(store, scene, settings.jobs.time_limit_s)
     stalled = str(uuid.uuid4())
     store.create(stalled, "pretile", {"style": scene})
     assert lock.acquire(stalled) is None

@@ -32,7 +32,7 @@ from api.routes.web import DIST
 from shared.jobs import FINISH_CANCELLED, JobStore
 from shared.settings import Settings
 from shared.tiles.coverage import Coverage
-from shared.tiles.pretile import PretileCounters, PretileLock, plan_pretile
+from shared.tiles.pretile import LayerLock, PretileCounters, plan_pretile
 from tests.api.test_expiry import cached_vector_tiles
 from tests.checks import ADMIN_KEY, assert_error
 from tests.conftest import admin_client, served
@@ -308,7 +308,7 @@ def test_a_resume_while_the_layers_next_start_is_queued_is_409_and_changes_nothi
     old = record_run(rdb, settings, layer)
     plan = plan_pretile([-78.9, 23.6, -77.5, 24.6], 8, 9)
     PretileCounters(rdb, old, store.ttl_s).start(plan, {"coverage": [-78.9, 23.6, -77.5, 24.6]})
-    lock = PretileLock(store, layer, ttl)
+    lock = LayerLock(store, layer, ttl)
     lock.remember(old)
     end_runs(rdb, settings, old)
     queued = record_run(rdb, settings, layer)  # a resume, or a new run, not started yet

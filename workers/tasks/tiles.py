@@ -15,7 +15,7 @@ from shared.tiles.export_s3 import ExportBucket
 from shared.tiles.formats import TileVariant
 from shared.tiles.grid import TileAddress
 from shared.tiles.metatile import Metatiling
-from shared.tiles.pretile import Chunk
+from shared.tiles.pretile import Chunk, LayerLock
 from shared.tiles.pretile_run import PretileJob, PretileRunner, SendChunk, SendStep
 from shared.tiles.render import TileRenderer
 from shared.tiles.speed import speed_test as run_speed_test
@@ -47,6 +47,7 @@ def _runner() -> PretileRunner:
         encoding=Encoding.from_settings(settings.tiles),
         metatiling=Metatiling.from_settings(settings.tiles),
         max_runs=settings.tiles.seed_max_concurrent_runs,
+        keep_free=settings.tiles.min_free_disk_bytes,
         max_failed=settings.tiles.seed_max_failed_tiles,
     )
 
@@ -223,15 +224,18 @@ def export(
     )
     path = export_folder(settings.dirs.exports, layer) / export_name(report.job_id, archive)
     stores = _stores()
-    return export_layer(
-        settings,
-        job,
-        path,
-        report,
-        renderer=_renderer(),
-        store=stores.pick(False),
-        bucket=None if stores.s3 is None else ExportBucket(stores.s3),
-    )
+    try:
+        return export_layer(
+            settings,
+            job,
+            path,
+            report,
+            renderer=_renderer(),
+            store=stores.pick(False),
+            bucket=None if stores.s3 is None else ExportBucket(stores.s3),
+        )
+    finally:  # the layer's next export may start (the API took the lock for this one)
+        LayerLock(report.store, layer, 0, kind="export").release(report.job_id)
 
 
 def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,8 +22,8 @@ from shared.tiles.grid import TileAddress
 from shared.tiles.pretile import (
     CHUNK,
     Chunk,
+    LayerLock,
     PretileCounters,
-    PretileLock,
     RunSlots,
     check_ceiling,
     check_zooms,
@@ -30,6 +33,7 @@ from shared.tiles.pretile import (
     plan_pretile,
 )
 from shared.tiles.pretile_run import PretileJob, PretileRunner
+from shared.tiles.store import FileTileStore
 from tests.conftest import REDIS_URL
 
 WORLD = [-180.0, -85.0511287798066, 180.0, 85.0511287798066]
@@ -248,7 +252,7 @@ def test_a_run_ended_before_its_start_frees_its_layer_and_place(client: redis.Re
     job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
     store.create(job_id, "pretile", {"style": "free-run-style"})
     store.create(other, "export", {"style": "free-run-style"})
-    lock = PretileLock(store, "free-run-style", 60)
+    lock = LayerLock(store, "free-run-style", 60)
     slots = RunSlots(store, most=2, ttl_s=60)
     try:
         assert lock.acquire(job_id) is None
@@ -270,7 +274,7 @@ def test_a_run_cancelled_while_it_goes_frees_its_layer_and_place_and_only_its_ow
     old, new = str(uuid.uuid4()), str(uuid.uuid4())
     for job_id in (old, new):
         store.create(job_id, "pretile", {"style": "cancel-style"})
-    lock = PretileLock(store, "cancel-style", 60)
+    lock = LayerLock(store, "cancel-style", 60)
     slots = RunSlots(store, most=2, ttl_s=60)
     try:
         assert lock.acquire(old) is None
@@ -298,7 +302,7 @@ def test_a_start_cancelled_as_it_takes_the_lock_gives_it_back(client: redis.Redi
     job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
     for name in (job_id, other):
         store.create(name, "pretile", {"style": "start-cancel-style"})
-    lock = PretileLock(store, "start-cancel-style", 60)
+    lock = LayerLock(store, "start-cancel-style", 60)
     stores = SimpleNamespace(pick=lambda s3: None)
     runner = PretileRunner(store, None, stores, max_tiles=100, lock_ttl_s=60)  # type: ignore[arg-type]
     job = PretileJob(job_id, "start-cancel-style", "en", False, False)
@@ -324,7 +328,7 @@ def test_a_resume_takes_the_old_runs_lock_over_in_one_step(client: redis.Redis) 
     store = JobStore(client, Settings())
     old, new, late = (str(uuid.uuid4()) for _ in range(3))
     store.create(old, "pretile", {"style": "take-over-style"})  # running (no outcome)
-    lock = PretileLock(store, "take-over-style", 60)
+    lock = LayerLock(store, "take-over-style", 60)
     try:
         assert lock.acquire(old) is None
         assert lock.acquire(new) == old  # a run going holds it
@@ -334,3 +338,55 @@ def test_a_resume_takes_the_old_runs_lock_over_in_one_step(client: redis.Redis) 
         assert client.get(lock.key) == new
     finally:
         client.delete(lock.key, f"mapsvc:job:{old}")
+
+
+def test_a_run_into_a_disk_short_of_space_stops_with_a_clear_error(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    """A run into the disk cache whose disk has less free than it keeps
+    (``MAPSVC_MIN_FREE_DISK_BYTES``) renders nothing, stops at its first chunk, frees its layer
+    and fails saying why; nothing is written."""
+    store = JobStore(client, Settings())
+    job_id, style = str(uuid.uuid4()), "disk-short-style"
+    store.create(job_id, "pretile", {"style": style})
+    cache = FileTileStore(tmp_path / "rtile")
+    stores = SimpleNamespace(pick=lambda s3: cache)
+    runner = PretileRunner(
+        store,
+        None,  # type: ignore[arg-type]  # (nothing is drawn)
+        stores,  # type: ignore[arg-type]
+        max_tiles=1000,
+        lock_ttl_s=60,
+        keep_free=shutil.disk_usage(tmp_path).free + 2**40,
+    )
+    job = PretileJob(job_id, style, "en", False, False)
+    steps: deque[tuple[Any, ...]] = deque()
+    sent: deque[Chunk] = deque()
+    try:
+        area = Coverage.box(SCENE).to_json()
+        runner.start(JobReporter(store, job_id), job, 8, 11, lambda *a: steps.append(a), area)
+        while steps or sent:
+            if sent:
+                runner.render(job, sent.popleft())
+                continue
+            coverage, plan, start, tiles, _ = steps.popleft()
+            runner.send(
+                job,
+                coverage,
+                plan,
+                start,
+                tiles,
+                send_chunk=lambda chunk, _: sent.append(chunk),
+                send_next=lambda *a: steps.append(a),
+            )
+        record = store.get(job_id)
+        assert record is not None
+        assert record.outcome == "failed"
+        assert record.error is not None
+        assert "disk is almost full" in record.error["message"], record.error
+        assert "MAPSVC_MIN_FREE_DISK_BYTES" in record.error["message"]
+        assert client.get(LayerLock(store, style, 60).key) is None  # the layer is free
+        assert not any(p.is_file() for p in tmp_path.rglob("*"))  # nothing written
+    finally:
+        client.delete(LayerLock(store, style, 60).key, f"mapsvc:job:{job_id}")
+        client.zrem(RunSlots.KEY, job_id)

@@ -11,7 +11,7 @@ import pytest
 from shared.errors import InvalidInputError, UnavailableError
 from shared.settings import Settings
 from shared.tiles.grid import TileAddress
-from shared.tiles.store import FileTileStore, tile_key
+from shared.tiles.store import STALE_WRITE_S, FileTileStore, tile_key
 from shared.tiles.stores import s3_store, tile_stores
 
 KEY = tile_key("c2NlbmUudGlm", "en", TileAddress(3, 2, 1))
@@ -86,3 +86,25 @@ def test_without_object_storage_the_file_cache_is_the_only_store(tmp_path: Path)
             stores.pick(True)
     with pytest.raises(UnavailableError, match="object storage is not configured"):
         s3_store(settings)
+
+
+def test_temporary_files_of_dead_writes_are_no_tiles_and_are_swept_by_age(
+    tmp_path: Path,
+) -> None:
+    """A write killed midway leaves ``.<y>.png.<hex>.tmp``: listings (truncation, expiry, the
+    cache walk) never name it; one older than an hour is removed as its folder is listed, a
+    recent one (a write going on) stays."""
+    store = FileTileStore(tmp_path)
+    key = tile_key("style", "en", TileAddress(3, 2, 1))
+    store.put(key, b"tile")
+    folder = (tmp_path / key).parent
+    stale, going = folder / ".1.png.0badf00d.tmp", folder / ".1.png.1badf00d.tmp"
+    for path in (stale, going):
+        path.write_bytes(b"half a til")
+    old = stale.stat().st_mtime - STALE_WRITE_S - 60
+    os.utime(stale, (old, old))
+
+    assert store.names(key.rsplit("/", 1)[0]) == ["1.png"]
+    assert not stale.exists()
+    assert going.exists()
+    assert store.get(key) == b"tile"
