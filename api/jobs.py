@@ -47,7 +47,7 @@ from shared.logs import REQUEST_ID
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
 from shared.settings import Settings
-from shared.tiles.pretile import free_run
+from shared.tiles.pretile import LayerLock, free_run
 
 __all__ = [
     "JOB_STATES",
@@ -413,6 +413,38 @@ class JobService:
             if event is None:
                 await run_in_threadpool(self._settled, job_id)
         return False  # pragma: no cover - follow never ends by itself
+
+    async def reply_locked(
+        self,
+        request: Request,
+        params: dict[str, Any],
+        lock: LayerLock,
+        doing: str,
+        *,
+        run_async: bool,
+        job_id: str | None = None,
+    ) -> Response:
+        """:meth:`reply` for a job (``job_id``: its id, chosen) that holds its layer's ``lock``
+        (one at a time per layer): taken for the job before it is enqueued, given back when it
+        never was or failed in time (the job's end gives it back otherwise).
+
+        Raises:
+            ConflictError: another job holds the layer (``doing`` it: ``pre-tiled``, …).
+        """
+        job_id = job_id or str(uuid.uuid4())
+        running = await run_in_threadpool(lock.acquire, job_id)
+        if running is not None:
+            raise ConflictError(
+                f"layer {lock.layer} is being {doing} by job {running}: wait for it to end or"
+                " cancel it",
+                job_id=running,
+                links=job_links(request, running),
+            )
+        try:
+            return await self.reply(request, params, run_async=run_async, job_id=job_id)
+        except Exception:
+            await run_in_threadpool(lock.release, job_id)
+            raise
 
     async def reply(
         self,

@@ -24,11 +24,11 @@ from api.endpoint import Endpoint, Job
 from api.errors import error_response
 from api.fields import Flag, Lang, Query, Text
 from api.layers import any_layer
-from api.links import job_links, link, route_path
+from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
 from api.services import services
-from shared.errors import ConflictError, NotFoundError
+from shared.errors import NotFoundError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.tiles.coverage import Coverage
 from shared.tiles.export import (
@@ -127,20 +127,11 @@ async def get_layer_export(
     _, maxzoom = job.area
     cap = svc.settings.tiles.pretile_max_tiles
     await run_in_threadpool(plan_export, coverage, job.minzoom, maxzoom, cap)  # 422 now
-    params = dataclasses.asdict(job)
     lock = LayerLock(svc.jobs.store, query.id, svc.settings.jobs.time_limit_s, kind="export")
-    running = await run_in_threadpool(lock.acquire, job_id)
-    if running is not None:
-        raise ConflictError(
-            f"layer {query.id} is being exported by job {running}: wait for it to end or cancel it",
-            job_id=running,
-            links=job_links(request, running),
-        )
-    try:
-        return await svc.jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
-    except Exception:
-        await run_in_threadpool(lock.release, job_id)  # never enqueued, or ended in failure
-        raise
+    params = dataclasses.asdict(job)
+    return await svc.jobs.reply_locked(
+        request, params, lock, "exported", run_async=query.run_async, job_id=job_id
+    )
 
 
 async def post_layer_export(request: Request, query: ExportQuery, body: CoverageBody) -> Response:

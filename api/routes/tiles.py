@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import shlex
 import time
-import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
@@ -28,7 +27,7 @@ from api.fields import (
     Text,
     style_id,
 )
-from api.links import api_prefix, job_links, tile_template
+from api.links import api_prefix, tile_template
 from api.openapi.answers import any_of, json_body
 from api.openapi.models import (
     PretilePlan,
@@ -41,7 +40,7 @@ from api.openapi.models import (
 )
 from api.rendering import RenderQuery, rendering_pairs
 from api.services import services
-from shared.errors import ConflictError, InvalidInputError
+from shared.errors import InvalidInputError
 from shared.params import Bbox, parse_bbox, parse_time_or_age
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
 from shared.raster.rendering import Rendering
@@ -459,22 +458,10 @@ async def get_layer_pretile(
         params["refresh_before"] = refresh_before
     if query.max_tiles_per_s is not None:
         params["max_tiles_per_s"] = query.max_tiles_per_s
-    jobs = svc.jobs
-    job_id = str(uuid.uuid4())
-    lock = LayerLock(jobs.store, style, settings.jobs.time_limit_s)
-    running = await run_in_threadpool(lock.acquire, job_id)
-    if running is not None:
-        raise ConflictError(
-            f"layer {style} is being pre-tiled by job {running}: wait for it to end or cancel it",
-            job_id=running,
-            links=job_links(request, running),
-        )
-    try:
-        return await jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
-    except Exception:
-        # never enqueued (no broker, no connection to wait with), or ended in failure: free
-        await run_in_threadpool(lock.release, job_id)
-        raise
+    lock = LayerLock(svc.jobs.store, style, settings.jobs.time_limit_s)
+    return await svc.jobs.reply_locked(
+        request, params, lock, "pre-tiled", run_async=query.run_async
+    )
 
 
 async def post_layer_pretile(request: Request, query: PretileQuery, body: CoverageBody) -> Response:

@@ -538,6 +538,7 @@ class LayerLock:
 
     def __init__(self, store: JobStore, style: str, ttl_s: int, kind: str = "pretile") -> None:
         self.store = store
+        self.layer = style
         self.key = f"mapsvc:{kind}-lock:{style}"
         self._last = f"mapsvc:{kind}-last:{style}"
         self.ttl_s = ttl_s
