@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from api.services import services
 
@@ -49,8 +49,24 @@ def api_prefix(request: Request) -> str:
 
 
 def route_path(request: Request, name: str, **path_params: str) -> str:
-    """The path of route ``name`` (``get_job``) under the mount the request came in through."""
-    return str(request.app.url_path_for(f"{_mount(request).name}:{name}", **path_params))
+    """The path of route ``name`` (``get_job``) under the mount the request came in through.
+
+    The route is found by its name in a table of the mount's routes (Starlette's
+    ``url_path_for`` tries every route: 0.2 ms a link, a capabilities document has hundreds).
+
+    Raises:
+        KeyError: no route of that name.
+        NoMatchFound: not the route's parameters.
+    """
+    mount, state = _mount(request), request.app.state
+    try:
+        tables: dict[str, dict[str, Route]] = state.named_routes
+    except AttributeError:  # the app's first link
+        mounts = [m for m in request.app.routes if isinstance(m, Mount)]
+        tables = state.named_routes = {
+            m.path: {r.name: r for r in m.routes if isinstance(r, Route)} for m in mounts
+        }
+    return mount.path + str(tables[mount.path][name].url_path_for(name, **path_params))
 
 
 def job_links(request: Request, job_id: str) -> dict[str, str]:
