@@ -498,6 +498,14 @@ class VectorSettings(Concern):
         description="PostgreSQL statement timeout of the API's queries; those of the auth tables "
         "have their own, `MAPSVC_AUTH_STATEMENT_TIMEOUT_MS`",
     )
+    filter_timeout_ms: int = Field(
+        default=2000,
+        ge=100,
+        description="Statement timeout of the queries a caller's `filter` picks rows by "
+        "(GeoJSON, OGC items, vector tiles), at most `MAPSVC_VECTOR_STATEMENT_TIMEOUT_MS`; keep "
+        "it below `MAPSVC_DB_POOL_TIMEOUT_S` (3 s), so that filters holding every connection "
+        "free one before another request's wait for one ends. Past it the answer is `503`",
+    )
     cache_max_bytes: int = Field(
         validation_alias="vector_cache_max_bytes",
         default=256 * 1024 * 1024,

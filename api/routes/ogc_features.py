@@ -231,6 +231,7 @@ async def get_ogc_items(request: Request, query: ItemsQuery) -> Response:
         functools.partial(_items_link, request, path),
         timeout_ms=settings.statement_timeout_ms,
         buffer_bytes=settings.geojson_buffer_bytes,
+        filter_timeout_ms=settings.filter_timeout_ms,
         ogc=OgcMembers(GEOJSON, (_collection_link(request, layer),)),
     )
     return await geojson_response(answer, settings.geojson_max_s, _headers(crs))

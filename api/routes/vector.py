@@ -199,6 +199,7 @@ async def get_geojson(request: Request, query: GeoJsonQuery) -> Response:
         functools.partial(link, request, route_path(request, "get_geojson", layer=layer.id)),
         timeout_ms=settings.vector.statement_timeout_ms,
         buffer_bytes=settings.vector.geojson_buffer_bytes,
+        filter_timeout_ms=settings.vector.filter_timeout_ms,
     )
     return await geojson_response(answer, settings.vector.geojson_max_s)
 
@@ -342,6 +343,7 @@ async def vector_tile_answer(
             tile,
             max_features=settings.vector.vtile_max_features,
             timeout_ms=settings.vector.statement_timeout_ms,
+            filter_timeout_ms=settings.vector.filter_timeout_ms,
         )
         if use_cache:
             await cache.put(key, data)

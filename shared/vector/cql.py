@@ -10,6 +10,13 @@ value (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``), ``AND``/``OR``/``NOT``, ``I
 functions (``S_INTERSECTS``, ``S_WITHIN``… and ``S_INTERSECTS(geom, BBOX(...))``) of the
 geometry (its column's name, or ``geometry``) with a geometry in CRS84. Anything else
 (functions, arithmetic, temporal functions, two properties compared) is a ``400``.
+
+Before any SQL is made, a filter is held to its layer's queryables (a value of another type
+than its field's, ``pop_est = true``, is a ``400`` naming the field) and to bounds of its work:
+:data:`MAX_FILTER_CHARS`, :data:`MAX_FILTER_VERTICES`, :data:`MAX_FILTER_VALUES` and
+:data:`MAX_FILTER_DEPTH`. A geometry reaches the database as WKB in a scalar subquery, made
+once per statement (not once per row, as a function of a parameter would be under a generic
+plan), and the spatial index can take it.
 """
 
 from __future__ import annotations
@@ -34,15 +41,31 @@ from shapely.errors import ShapelyError  # type: ignore[import-untyped]
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnClause
+from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import UserDefinedType
 
 from shared.errors import InvalidInputError
 from shared.vector.catalog import VectorLayer
 
-__all__ = ["MAX_FILTER_CHARS", "CqlFilter", "parse_cql", "queryables"]
+__all__ = [
+    "MAX_FILTER_CHARS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_VALUES",
+    "MAX_FILTER_VERTICES",
+    "CqlFilter",
+    "parse_cql",
+    "queryables",
+]
 
 #: the longest filter taken (its SQL and its work stay small)
 MAX_FILTER_CHARS = 4000
+#: the most vertices of a filter's geometries, all of them together (a bound of their work
+#: whatever the text's length: 500 short ones fit in 4000 characters, 250 of 4 decimals each)
+MAX_FILTER_VERTICES = 500
+#: the most values of one ``IN (…)`` list
+MAX_FILTER_VALUES = 100
+#: the deepest nesting of a filter's conditions (a chain of ``AND``, or of ``OR``, is one level)
+MAX_FILTER_DEPTH = 20
 _PARAMETER = "filter"
 #: the name the geometry may go by in a filter besides its column's
 GEOMETRY_NAME = "geometry"
@@ -73,7 +96,7 @@ class CqlFilter:
 
 class _Kind(UserDefinedType[Any]):
     """A field's type as the catalogue names it: a value compared with the field is cast to
-    it, so ``value > 100`` compares numbers and ``name = 5`` texts."""
+    it, so ``value > '100'`` compares numbers and ``born = '2020-01-02'`` dates."""
 
     cache_ok = True
 
@@ -93,13 +116,71 @@ def _handles(*nodes: type, subclasses: bool = False) -> Callable[[_F], _F]:
     return marked
 
 
-def _refuse(message: str) -> InvalidInputError:
-    return InvalidInputError(f"filter: {message}", parameter=_PARAMETER)
+def _refuse(message: str, **detail: Any) -> InvalidInputError:
+    return InvalidInputError(f"filter: {message}", parameter=_PARAMETER, **detail)
 
 
 def _is_value(item: object) -> bool:
     """Whether ``item`` is a value of the filter (not a column nor any SQL)."""
     return isinstance(item, str | int | float | bool | date | datetime)
+
+
+def _type_of(value: object) -> str:
+    """What a value of a filter is, as its queryable's JSON Schema would say it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, datetime):
+        return "date-time"
+    return "date" if isinstance(value, date) else "string"
+
+
+def _takes(kind: str, value: object) -> bool:
+    """Whether a field of PostgreSQL type ``kind`` may be compared with ``value``, by the
+    field's queryable: numbers with numbers (or their text), booleans with ``TRUE``/``FALSE``,
+    dates and timestamps with ``DATE``/``TIMESTAMP`` values (or their text), anything else
+    (texts, arrays, JSON) with a string."""
+    schema, given = _schema(kind), _type_of(value)
+    wanted = schema.get("format") or schema.get("type")
+    if wanted in ("integer", "number"):
+        return given in ("number", "string")  # a string is checked as a number
+    if wanted in ("date", "date-time"):
+        return given in ("date", "date-time", "string")
+    return given == ("boolean" if wanted == "boolean" else "string")
+
+
+def _check_cost(tree: object) -> None:
+    """Refuse a filter whose work is past the bounds, before any SQL is made of it: its
+    geometries' vertices (:data:`MAX_FILTER_VERTICES` in all), an ``IN`` list
+    (:data:`MAX_FILTER_VALUES`), its nesting (:data:`MAX_FILTER_DEPTH`)."""
+    vertices, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, values.Geometry):
+            try:
+                vertices += shapely.get_num_coordinates(shapely.geometry.shape(node.geometry))
+            except (ShapelyError, ValueError, TypeError, KeyError):
+                pass  # refused as invalid when its SQL is made
+            if vertices > MAX_FILTER_VERTICES:
+                raise _refuse(
+                    f"its geometries have more than {MAX_FILTER_VERTICES} vertices in all",
+                    limit=MAX_FILTER_VERTICES,
+                )
+        if not isinstance(node, ast.Node):
+            continue
+        if depth > MAX_FILTER_DEPTH:
+            raise _refuse(
+                f"nested more than {MAX_FILTER_DEPTH} levels deep", limit=MAX_FILTER_DEPTH
+            )
+        if isinstance(node, ast.In) and len(node.sub_nodes) > MAX_FILTER_VALUES:
+            raise _refuse(
+                f"an IN list has more than {MAX_FILTER_VALUES} values", limit=MAX_FILTER_VALUES
+            )
+        chain = type(node) if isinstance(node, ast.And | ast.Or) else None
+        for sub in node.get_sub_nodes():  # a condition in another is a level deeper
+            deeper = isinstance(sub, ast.Condition | ast.Predicate) and type(sub) is not chain
+            stack.append((sub, depth + 1 if deeper else depth))
 
 
 class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
@@ -134,10 +215,7 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
         """The operands of a predicate of one field and values: the field, and each value bound
         as the field's type (``400`` for anything else)."""
         name = type(node).__name__
-        found = [i for i in items if isinstance(i, ColumnClause)]
-        if len(found) != 1 or found[0] is self.geometry:
-            raise _refuse(f"{name} compares a property (not the geometry) with values")
-        column = found[0]
+        column = self._field(node, items)
         kind = self.layer.fields[column.name]
         operands: list[Any] = []
         for item in items:
@@ -146,15 +224,29 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
                 continue
             if not _is_value(item):
                 raise _refuse(f"{name} takes values, not {type(item).__name__}")
+            shown = repr(item[:50]) if isinstance(item, str) else str(item).upper()[:50]
+            if not _takes(kind, item):
+                raise _refuse(
+                    f"{column.name} is {kind}, {shown} is a {_type_of(item)}", field=column.name
+                )
             if kind in _NUMERIC and isinstance(item, str):
                 try:
                     float(item)
                 except ValueError:
                     raise _refuse(
-                        f"{column.name} is {kind}, {item[:50]!r} is not a number"
+                        f"{column.name} is {kind}, {shown} is not a number", field=column.name
                     ) from None
             operands.append(sa.bindparam(None, item, type_=column.type))
         return operands
+
+    def _field(self, node: ast.Node, items: tuple[Any, ...]) -> ColumnClause[Any]:
+        """The one field (not the geometry) among a predicate's operands (else ``400``)."""
+        found = [i for i in items if isinstance(i, ColumnClause)]
+        if len(found) != 1 or found[0] is self.geometry:
+            raise _refuse(
+                f"{type(node).__name__} compares a property (not the geometry) with values"
+            )
+        return found[0]
 
     @_handles(ast.Comparison, subclasses=True)
     def comparison(self, node: ast.Comparison, lhs: Any, rhs: Any) -> Any:
@@ -170,7 +262,10 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
 
     @_handles(ast.Like)
     def like(self, node: ast.Like, lhs: Any) -> Any:
-        column = self._operands(node, lhs, node.pattern)[0]
+        column = self._field(node, (lhs,))
+        if not isinstance(node.pattern, str):
+            shown = str(node.pattern)[:50]
+            raise _refuse(f"LIKE of {column.name} takes a string, not {shown}", field=column.name)
         return super().like(node, sa.cast(column, sa.Text))  # any field, as text
 
     @_handles(ast.IsNull)
@@ -182,7 +277,7 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
     @_handles(ast.SpatialComparisonPredicate, subclasses=True)
     def spatial_operation(self, node: ast.Node, lhs: Any, rhs: Any) -> Any:
         if self.geometry not in (lhs, rhs) or not all(
-            o is self.geometry or isinstance(o, sa.Function) for o in (lhs, rhs)
+            o is self.geometry or isinstance(o, ScalarSelect) for o in (lhs, rhs)
         ):
             raise _refuse(f"{node.op.value} compares the geometry with a geometry value")
         return _SPATIAL[node.op.name](lhs, rhs)
@@ -193,7 +288,8 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
             shape = shapely.geometry.shape(node.geometry)
         except (ShapelyError, ValueError, TypeError, KeyError) as exc:
             raise _refuse(f"a geometry is invalid: {str(exc)[:100]}") from None
-        return self._in_layer(sa.func.ST_GeomFromText(shape.wkt, 4326), shape.bounds)
+        wkb = sa.bindparam(None, shape.wkb, type_=sa.LargeBinary)
+        return self._in_layer(sa.func.ST_GeomFromWKB(wkb, 4326), shape.bounds)
 
     @_handles(ast.Function)
     def function(self, node: ast.Function, *arguments: Any) -> Any:
@@ -225,15 +321,17 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
     def adopt(self, node: object, *arguments: Any) -> Any:
         raise _refuse(f"{type(node).__name__} is not supported")
 
-    def _in_layer(self, shape: Any, bounds: tuple[float, ...]) -> Any:
-        """A geometry in CRS84 (within the world's degrees) in the layer's SRID."""
+    def _in_layer(self, shape: Any, bounds: tuple[float, ...]) -> ScalarSelect[Any]:
+        """A geometry in CRS84 (within the world's degrees) in the layer's SRID, made once per
+        statement (a scalar subquery: PostgreSQL runs it once, its ``InitPlan``)."""
         x0, y0, x1, y1 = bounds
         if not (-180 <= x0 <= x1 <= 180 and -90 <= y0 <= y1 <= 90 and math.isfinite(x0)):
             raise _refuse(
                 "a geometry lies outside -180,-90,180,90 (CRS84), or a BBOX's min exceeds its max"
             )
         srid = self.layer.srid
-        return shape if srid == 4326 else sa.func.ST_Transform(shape, srid)
+        in_srid = shape if srid == 4326 else sa.func.ST_Transform(shape, srid)
+        return sa.select(in_srid).scalar_subquery()
 
 
 def parse_cql(text: str, layer: VectorLayer) -> CqlFilter:
@@ -241,8 +339,9 @@ def parse_cql(text: str, layer: VectorLayer) -> CqlFilter:
 
     Raises:
         InvalidInputError: longer than :data:`MAX_FILTER_CHARS`, not CQL2-text (the parser's
-            message, shortened), an unknown field, or what is not supported here (``400``,
-            ``detail.parameter`` is ``filter``).
+            message, shortened), past the bounds of its work (``detail.limit``), an unknown
+            field, a value of another type than its field's (``detail.field``), or what is not
+            supported here (``400``, ``detail.parameter`` is ``filter``).
     """
     text = text.strip()
     if len(text) > MAX_FILTER_CHARS:
@@ -254,6 +353,7 @@ def parse_cql(text: str, layer: VectorLayer) -> CqlFilter:
     except RecursionError:
         raise _refuse("nested too deeply") from None
     try:
+        _check_cost(tree)
         condition = _Evaluator(layer).evaluate(tree)
         if not isinstance(condition, ClauseElement):  # a bare value: TRUE, 'x'
             raise _refuse("not a condition")

@@ -12,6 +12,11 @@ engine's pool spends four more on each (a ping on checkout, ``BEGIN``, a ``SET L
 ``ROLLBACK`` on return) and SQLAlchemy's own work besides: measured, 1.5 ms of the API's CPU a
 tile, three times what PostgreSQL spends making a small one. The read pool is closed with the
 engine (``dispose``).
+
+A statement of a caller's filter runs under a timeout of its own, shorter than the pool's
+wait (``MAPSVC_FILTER_TIMEOUT_MS`` < ``MAPSVC_DB_POOL_TIMEOUT_S``): set for its transaction
+alone (:func:`local_timeout`), so that callers' filters cannot hold every connection for
+longer than another request waits for one.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from sqlalchemy.util.concurrency import await_, in_greenlet
 from shared.errors import UnavailableError
 from shared.settings import Settings
 
-__all__ = ["ReadPool", "make_engine", "pyformat", "read_pool"]
+__all__ = ["ReadPool", "local_timeout", "make_engine", "pyformat", "read_pool", "under_timeout"]
 
 #: a bound parameter of SQLAlchemy's ``text()`` (its own pattern): ``:name``, not ``::type``
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
@@ -88,6 +93,25 @@ def _close_read_pool(engine: Engine) -> None:
 def pyformat(sql: str) -> str:
     """SQL with ``:name`` parameters (as ``sqlalchemy.text`` takes it) in psycopg's style."""
     return _BIND.sub(r"%(\1)s", sql.replace("%", "%%")).replace("\\:", ":")
+
+
+def local_timeout(timeout_ms: int) -> str:
+    """The statement that sets the statement timeout of the transaction it runs in."""
+    return f"SET LOCAL statement_timeout = {int(timeout_ms)}"
+
+
+@asynccontextmanager
+async def under_timeout(
+    conn: psycopg.AsyncConnection[Any], timeout_ms: int | None
+) -> AsyncIterator[None]:
+    """Statements run inside under ``timeout_ms``, in a transaction of theirs; under the
+    connection's own timeout when it is None (no transaction)."""
+    if timeout_ms is None:
+        yield
+        return
+    async with conn.transaction():
+        await conn.execute(local_timeout(timeout_ms))
+        yield
 
 
 def read_pool(engine: AsyncEngine) -> ReadPool:
@@ -152,8 +176,9 @@ class ReadPool:
                 retry_after_s=1,
             ) from None
 
-    async def value(self, sql: str, params: dict[str, Any]) -> Any:
-        """The first column of the first row of a statement (None without rows).
+    async def value(self, sql: str, params: dict[str, Any], timeout_ms: int | None = None) -> Any:
+        """The first column of the first row of a statement (None without rows), under
+        ``timeout_ms`` (None: the connection's statement timeout).
 
         Raises:
             psycopg.Error: the statement failed.
@@ -162,7 +187,8 @@ class ReadPool:
         for attempt in (1, 2):
             async with self.connection() as conn:
                 try:
-                    row = await (await conn.execute(sql, params)).fetchone()
+                    async with under_timeout(conn, timeout_ms):
+                        row = await (await conn.execute(sql, params)).fetchone()
                 except psycopg.OperationalError:
                     if attempt == 2 or not conn.broken:
                         raise

@@ -3,7 +3,9 @@
 One query makes the features and their count (``numberMatched``, carried on every row); its
 first rows are read before the first byte is sent, so a bad value or a timeout still gets its
 own status; then each feature comes from the database as JSON text and is passed on as it
-arrives.
+arrives. A page that a caller's filter picks is read under the filters' timeout
+(``MAPSVC_FILTER_TIMEOUT_MS``, see :mod:`shared.vector.db`), and a database error of its values
+is the caller's (:func:`db_error`).
 
 The rows come from a server-side cursor and are read ahead of the client into memory, up to
 ``MAPSVC_GEOJSON_BUFFER_BYTES``: a page that fits ends its transaction and frees its connection
@@ -16,10 +18,11 @@ never pins a connection for long.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,10 +34,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from shared.errors import InvalidInputError, MapsvcError, UnavailableError, UnprocessableError
 from shared.metrics import VECTOR_SECONDS, timed
 from shared.vector.catalog import VectorLayer, ident
-from shared.vector.db import pyformat, read_pool
+from shared.vector.db import local_timeout, pyformat, read_pool, under_timeout
 from shared.vector.query import LayerQuery, where_sql
 
-__all__ = ["GeoJsonPage", "check_srid", "db_error", "open_geojson"]
+__all__ = ["GeoJsonPage", "check_srid", "db_error", "open_geojson", "own_timeout", "page_sql"]
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +45,21 @@ _BATCH = 500
 _SRID_SQL = "SELECT EXISTS (SELECT 1 FROM spatial_ref_sys WHERE srid = %(srid)s)"
 #: invalid text representation, numeric out of range, bad date/time formats and values
 _BAD_VALUE = {"22P02", "22003", "22007", "22008"}
+#: a value or an operator of a filter that does not fit its field's type (class 42)
+_BAD_TYPE = {"42804", "42846", "42883", "42725", "42P18"}
 
 
-def db_error(exc: DBAPIError | psycopg.Error, timeout_ms: int) -> MapsvcError:
-    """The domain error of a database error caused by a request (or by a slow query)."""
+def db_error(
+    exc: DBAPIError | psycopg.Error, timeout_ms: int, *, filtered: bool = False
+) -> MapsvcError:
+    """The domain error of a database error caused by a request (or by a slow query).
+
+    With ``filtered`` (a caller's filter picks the rows), a data exception (SQLSTATE class 22,
+    or psycopg's refusal of a value, a NUL character say) and a type error of a value
+    (class 42: no such operator, no such cast) are the filter's: ``400`` naming ``filter``,
+    never a ``5xx`` nor an ERROR in the log. The message holds the database's first line,
+    never the SQL.
+    """
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     state = getattr(orig, "sqlstate", None) or ""
     if state == "57014":
@@ -54,12 +68,59 @@ def db_error(exc: DBAPIError | psycopg.Error, timeout_ms: int) -> MapsvcError:
             "(extent, filter, limit) or try again later"
         )
     message = str(orig).splitlines()[0] if orig else state
+    if filtered and (isinstance(orig, psycopg.DataError) or state in _BAD_TYPE):
+        return InvalidInputError(
+            f"filter: a value does not fit its field: {message}", parameter="filter"
+        )
     if state in _BAD_VALUE:  # a value of the request does not fit its column
         return InvalidInputError(f"a value does not fit its field: {message}")
     if state.startswith("22"):  # a data exception in the layer itself (a broken view)
         return UnprocessableError(f"the layer's data cannot be read: {message}")
     log.error("vector query failed: %s", orig)
     return UnavailableError("the database could not answer the query")
+
+
+def own_timeout(query: LayerQuery, timeout_ms: int, filter_timeout_ms: int | None) -> int | None:
+    """The statement timeout of a query of ``query`` when a caller's filter picks its rows:
+    ``filter_timeout_ms`` (never past ``timeout_ms``); else None, the connection's."""
+    if not query.filtered or filter_timeout_ms is None:
+        return None
+    return min(timeout_ms, filter_timeout_ms)
+
+
+def page_sql(
+    layer: VectorLayer, query: LayerQuery, *, srid: int, with_geometry: bool
+) -> tuple[str, str, dict[str, Any]]:
+    """The statement of a page of features (``:limit`` and ``:offset`` left to bind), each as
+    GeoJSON text with the count of all matches, its condition and the condition's parameters."""
+    where, params = where_sql(layer, query)
+    geom = f"t.{ident(layer.geometry_column)}"
+    if with_geometry:
+        shape = geom if srid == layer.srid else f"ST_Transform({geom}, {int(srid)})"
+        geometry = f"coalesce(ST_AsGeoJSON({shape}, 9), 'null')"
+    else:
+        geometry = "'null'"
+    names = query.props if query.props is not None else tuple(layer.fields)
+    columns = ", ".join(f"t.{ident(n)}" for n in names)
+    properties = f"(SELECT to_json(p) FROM (SELECT {columns}) p)::text" if names else "'{}'"
+    key = f"t.{ident(layer.primary_key)}" if layer.primary_key else "NULL"
+    key_json = f"coalesce(to_json({key})::text, 'null')" if layer.primary_key else "'null'"
+    # a stable order for paging: the key, else the row's place (a view has neither)
+    order = key if layer.primary_key else ("" if layer.is_view else "t.ctid")
+    # The feature's JSON text is put together from ready JSON texts: the geometry's text is
+    # not parsed again into a json value (json_build_object would), which halves the query's
+    # time (measured: 6.1 -> 3.8 ms for the 177 countries). The count of all matches rides on
+    # every row: one scan, no second query.
+    feature = (
+        f"""'{{"type": "Feature", "id": ' || {key_json}"""
+        f""" || ', "geometry": ' || {geometry} || ', "properties": ' || {properties} || '}}'"""
+    )
+    sql = (
+        f"SELECT {feature}, count(*) OVER () FROM {layer.relation} t WHERE {where} "
+        + (f"ORDER BY {order} " if order else "")
+        + "LIMIT :limit OFFSET :offset"
+    )
+    return sql, where, params
 
 
 async def check_srid(conn: AsyncConnection, srid: int) -> None:
@@ -161,54 +222,35 @@ async def open_geojson(
     offset: int,
     timeout_ms: int,
     buffer_bytes: int,
+    filter_timeout_ms: int | None = None,
 ) -> GeoJsonPage:
     """Start reading a page of the matching features, with the count of all of them.
 
     The page holds a connection until it is read into memory (up to ``buffer_bytes``), read
-    to the end, or closed.
+    to the end, or closed. A page that a caller's filter picks is read under
+    ``filter_timeout_ms`` (when given), else under ``timeout_ms``, the connection's.
 
     Raises:
-        InvalidInputError: an unknown SRID, or a value that does not fit its field.
+        InvalidInputError: an unknown SRID, or a value that does not fit its field (naming
+            ``filter`` when the filter's).
         UnprocessableError: the layer's data cannot be read (a broken view).
         UnavailableError: the statement timeout passed, or the database failed.
     """
-    where, params = where_sql(layer, query)
-    relation, geom = layer.relation, f"t.{ident(layer.geometry_column)}"
-    if with_geometry:
-        shape = geom if srid == layer.srid else f"ST_Transform({geom}, {int(srid)})"
-        geometry = f"coalesce(ST_AsGeoJSON({shape}, 9), 'null')"
-    else:
-        geometry = "'null'"
-    names = query.props if query.props is not None else tuple(layer.fields)
-    columns = ", ".join(f"t.{ident(n)}" for n in names)
-    properties = f"(SELECT to_json(p) FROM (SELECT {columns}) p)::text" if names else "'{}'"
-    key = f"t.{ident(layer.primary_key)}" if layer.primary_key else "NULL"
-    key_json = f"coalesce(to_json({key})::text, 'null')" if layer.primary_key else "'null'"
-    # a stable order for paging: the key, else the row's place (a view has neither)
-    order = key if layer.primary_key else ("" if layer.is_view else "t.ctid")
-    # The feature's JSON text is put together from ready JSON texts: the geometry's text is
-    # not parsed again into a json value (json_build_object would), which halves the query's
-    # time (measured: 6.1 -> 3.8 ms for the 177 countries). The count of all matches rides on
-    # every row: one scan, no second query.
-    feature = (
-        f"""'{{"type": "Feature", "id": ' || {key_json}"""
-        f""" || ', "geometry": ' || {geometry} || ', "properties": ' || {properties} || '}}'"""
-    )
-    sql = (
-        f"SELECT {feature}, count(*) OVER () FROM {relation} t WHERE {where} "
-        + (f"ORDER BY {order} " if order else "")
-        + "LIMIT :limit OFFSET :offset"
-    )
+    sql, where, params = page_sql(layer, query, srid=srid, with_geometry=with_geometry)
     page_params = {**params, "limit": limit, "offset": offset}
     check = with_geometry and srid not in (4326, layer.srid)
+    own_ms = own_timeout(query, timeout_ms, filter_timeout_ms)
+    failed = functools.partial(db_error, timeout_ms=own_ms or timeout_ms, filtered=query.filtered)
     if buffer_bytes > 0:
         whole = await _read_page(
-            engine, sql, where, layer, page_params, check, srid, timeout_ms, buffer_bytes
+            engine, sql, where, layer, page_params, check, srid, own_ms, failed, buffer_bytes
         )
         if whole is not None:
             return GeoJsonPage(whole[0], sql, page_params, None, whole[1], None, whole[2], 0)
     conn = await engine.connect()
     try:
+        if own_ms is not None:  # for the transaction the page is read in
+            await conn.execute(text(local_timeout(own_ms)))
         if check:
             await check_srid(conn, srid)
         started = time.monotonic()
@@ -219,12 +261,12 @@ async def open_geojson(
         elif offset == 0:
             matched = 0
         else:  # past the last page: the rows carry no count
-            count_sql = text(f"SELECT count(*) FROM {relation} t WHERE {where}")
+            count_sql = text(f"SELECT count(*) FROM {layer.relation} t WHERE {where}")
             matched = int((await conn.execute(count_sql, params)).scalar() or 0)
         first = [row[0] for row in rows]
     except DBAPIError as exc:
         await conn.close()
-        raise db_error(exc, timeout_ms) from exc
+        raise failed(exc) from exc
     except BaseException:
         await conn.close()
         raise
@@ -239,7 +281,8 @@ async def _read_page(
     params: dict[str, Any],
     check: bool,
     srid: int,
-    timeout_ms: int,
+    timeout_ms: int | None,
+    failed: Callable[[psycopg.Error], MapsvcError],
     buffer_bytes: int,
 ) -> tuple[int, list[str], float] | None:
     """The whole page in memory (count, features, start) if it fits ``buffer_bytes``, else None.
@@ -249,28 +292,29 @@ async def _read_page(
     the read-ahead is dropped at that size (the statement is cancelled), and its caller reads
     it through a cursor instead, which may stream it to a slow client within
     ``MAPSVC_GEOJSON_MAX_S``; a single statement could not outlive the statement timeout.
+    Read under ``timeout_ms`` (None: the connection's), a database error made ``failed``'s.
     """
     started = time.monotonic()
     for attempt in (1, 2):
         try:
             async with read_pool(engine).connection() as conn:
                 try:
-                    rows = await _page_rows(conn, sql, params, check, srid, buffer_bytes)
+                    async with under_timeout(conn, timeout_ms):
+                        rows = await _page_rows(conn, sql, params, check, srid, buffer_bytes)
+                        if rows and rows[0] is None and params["offset"] > 0:
+                            # past the last page: the rows carry no count
+                            count_sql = f"SELECT count(*) FROM {layer.relation} t WHERE {where}"
+                            cur = await conn.execute(pyformat(count_sql), params, prepare=False)
+                            rows = ((await cur.fetchone()) or (0,))[0], rows[1]
                 except psycopg.OperationalError:
                     if attempt == 2 or not conn.broken:
                         raise
                     continue  # the server dropped an idle connection: once more, on another
-                if rows is None:
-                    return None
-                matched, features = rows
-                if matched is None and params["offset"] > 0:  # past the last page: no count
-                    count_sql = f"SELECT count(*) FROM {layer.relation} t WHERE {where}"
-                    cur = await conn.execute(pyformat(count_sql), params, prepare=False)
-                    row = await cur.fetchone()
-                    matched = row[0] if row else 0
-                return int(matched or 0), features, started
+            if rows is None:
+                return None
+            return int(rows[0] or 0), rows[1], started
         except psycopg.Error as exc:
-            raise db_error(exc, timeout_ms) from exc
+            raise failed(exc) from exc
     raise AssertionError("unreachable")
 
 

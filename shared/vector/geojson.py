@@ -95,6 +95,7 @@ async def geojson(
     *,
     timeout_ms: int,
     buffer_bytes: int,
+    filter_timeout_ms: int | None = None,
     ogc: OgcMembers | None = None,
 ) -> bytes | GeoJsonStream:
     """The layer's features as a GeoJSON FeatureCollection: cached bytes, or a stream.
@@ -107,6 +108,8 @@ async def geojson(
         link: makes the links of the answer (and so its cache key) from query parameters.
         timeout_ms: the statement timeout.
         buffer_bytes: how much of the page is read ahead of the client.
+        filter_timeout_ms: the statement timeout of a page a caller's filter picks (None: the
+            statement timeout).
         ogc: the members of an OGC API – Features answer (None: none).
 
     Returns:
@@ -139,6 +142,7 @@ async def geojson(
         offset=params.offset,
         timeout_ms=timeout_ms,
         buffer_bytes=buffer_bytes,
+        filter_timeout_ms=filter_timeout_ms,
     )
     offset, limit = params.offset, params.limit
     links = [page(offset)]

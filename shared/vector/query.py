@@ -54,6 +54,13 @@ class LayerQuery:
     cql: CqlFilter | None = None
     """A CQL2-text filter (OGC API – Features), besides ``filters``."""
 
+    @property
+    def filtered(self) -> bool:
+        """Whether a caller's filter (``filter``, or a CQL2-text one) picks the rows: its
+        statement runs under the filters' shorter timeout, and a database error of its values
+        is the caller's (``400``)."""
+        return bool(self.filters) or self.cql is not None
+
     def params(self) -> list[tuple[str, str]]:
         """The query as request parameters, in one form for every request that means it.
 

@@ -11,7 +11,7 @@ from shared.metrics import VECTOR_SECONDS, timed
 from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
 from shared.vector.db import pyformat, read_pool
-from shared.vector.features import db_error
+from shared.vector.features import db_error, own_timeout
 from shared.vector.query import LayerQuery, where_sql
 
 __all__ = ["EXTENT", "tilejson", "vector_tile"]
@@ -28,15 +28,18 @@ async def vector_tile(
     *,
     max_features: int,
     timeout_ms: int,
+    filter_timeout_ms: int | None = None,
 ) -> bytes:
     """One tile: a single MVT layer named after the layer id (empty bytes when no feature).
 
     One statement, through the engine's read pool (see :mod:`shared.vector.db`): planned once
     per connection, generically, as planning it with each tile's values costs more than
-    running it.
+    running it. A tile that a caller's filter picks is read under ``filter_timeout_ms`` (when
+    given), else under ``timeout_ms``, the connection's.
 
     Raises:
-        InvalidInputError: a value that does not fit its field.
+        InvalidInputError: a value that does not fit its field (naming ``filter`` when the
+            filter's).
         UnprocessableError: the layer's data cannot be read (a broken view).
         UnavailableError: the statement timeout passed, or the database failed.
     """
@@ -66,10 +69,11 @@ async def vector_tile(
         "name": layer.id,
         "max_features": max_features,
     }
+    own_ms = own_timeout(query, timeout_ms, filter_timeout_ms)
     try:
-        data = await read_pool(engine).value(pyformat(sql), params)
+        data = await read_pool(engine).value(pyformat(sql), params, own_ms)
     except psycopg.Error as exc:
-        raise db_error(exc, timeout_ms) from exc
+        raise db_error(exc, own_ms or timeout_ms, filtered=query.filtered) from exc
     return bytes(data or b"")
 
 
