@@ -13,6 +13,7 @@ from typing import Literal
 from xml.etree import ElementTree as ET
 
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -231,7 +232,8 @@ async def get_wmts(request: Request, query: WmtsQuery) -> Response:
     if query.REQUEST is None:
         raise missing("REQUEST")
     if query.REQUEST == "GetCapabilities":
-        return _capabilities(request, rendering_pairs(query.rendering()))
+        # (~0.1 ms of CPU a layer: off the event loop)
+        return await run_in_threadpool(_capabilities, request, rendering_pairs(query.rendering()))
     needed(query.TILEMATRIXSET, "TILEMATRIXSET")
     return await _tile(
         request,
@@ -251,7 +253,7 @@ async def get_wmts_capabilities(request: Request) -> Response:
     Every raster layer the caller may see, with its ``ResourceURL`` templates; the URLs carry
     ``api_key`` when the request did.
     """
-    return _capabilities(request)
+    return await run_in_threadpool(_capabilities, request)  # (~0.1 ms a layer: off the loop)
 
 
 async def get_wmts_tile(request: Request, query: WmtsTileQuery) -> Response:
