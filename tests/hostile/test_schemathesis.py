@@ -10,6 +10,7 @@ carries the admin key (``AUTH``), so that every operation is exercised past auth
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -54,13 +55,11 @@ CHECKS = [
 
 
 @pytest.fixture
-def app_client(settings: Settings) -> TestClient:
-    """The API without its lifespan: the document needs no service.
-
-    Without credentials too: the document is open to anyone, and checking a key needs the
-    services that only the lifespan builds (a key sent here would make the answer a 500).
-    """
-    return TestClient(create_app(settings), base_url="http://127.0.0.1")
+def app_client(settings: Settings) -> Iterator[TestClient]:
+    """The API with its services (the document is built once by them, and its route spends
+    the caller's documents budget); without credentials: the document is open to anyone."""
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield client
 
 
 def test_every_route_is_documented(app_client: TestClient) -> None:
