@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress web screenshots docs
+.PHONY: setup services run test lint fmt clean protos bench bench-hosts stress fair-share web screenshots docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ bench-hosts: setup
 stress: setup
 	bash deploy/services.sh --test-tools
 	$(BIN)/python -m tests.bench.stress $(STRESS_ARGS)
+
+# one caller flooding each class of route (documents, tiles, filtered items, jobs, providers,
+# auth) with wrk, the service at its default quotas: another caller's p99 within 2 x its idle p99
+fair-share: setup
+	bash deploy/services.sh --test-tools
+	$(BIN)/python -m tests.bench.fair_share $(FAIR_SHARE_ARGS)
 
 # the screenshots of the viewer in docs/images, taken by its browser tests, and the image of
 # what metatiles change in a labelled style (docs/images/metatile-difference.png)

@@ -90,6 +90,9 @@ def service_env(key: str) -> dict[str, str]:
         "MAPSVC_RATE_DATA_PER_MIN": unlimited,
         "MAPSVC_RATE_PROVIDERS_PER_MIN": unlimited,
         "MAPSVC_RATE_JOBS_PER_MIN": unlimited,
+        "MAPSVC_RATE_DOCUMENTS_PER_MIN": unlimited,
+        "MAPSVC_RATE_AUTH_PER_MIN": unlimited,
+        "MAPSVC_RATE_ADMIN_PER_MIN": unlimited,
     }
 
 
