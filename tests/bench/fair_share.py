@@ -21,8 +21,9 @@ installed (``bash deploy/services.sh --test-tools``). In one run:
   GeoJSON/OGC items, ``/health`` for documents; the TileJSON is in every round). It asks
   them for ``--duration-s`` alone (its idle p99), then for as long again while ``wrk``
   (``--threads``, ``--connections``; ``fair_share.lua``, which counts the answers by status)
-  floods the class's route with the flood caller's key, as hard as it can: documents (``/openapi.json``), tiles (uncached raster
-  tiles of zooms 8-12 over the scene, ``nocache=1``, each connection cycling through them),
+  floods the class's route with the flood caller's key, as hard as it can: documents
+  (``/openapi.json``), tiles (uncached raster tiles of zooms 8-12 over the scene,
+  ``nocache=1``, each connection cycling through them),
   GeoJSON/OGC items with filters (``/ogc/collections/public.countries/items`` with a CQL2
   ``S_INTERSECTS(geom, POLYGON((...)))`` of 180 vertices ``AND pop_est <> -<n>``, ``<n>`` a
   number of its own per request, as OGC items take no ``nocache``), jobs (``/jobs``), job
