@@ -67,6 +67,11 @@ end
 return {count, math.max(0, redis.call('PTTL', KEYS[1]))}
 """
 
+# KEYS: the counter. One count less, while the counter (and its window) is there.
+_GIVE_BACK = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('DECR', KEYS[1]) end
+"""
+
 _SHA = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_BUCKET, _WINDOW)}
 
 
@@ -173,6 +178,25 @@ async def count_failure(
     """Count a failure of ``key`` (arguments as :func:`failures_allowed`'s); the answer is
     :func:`failures_allowed`'s after it."""
     return await _window(client, key, max_failures, window_s, 1)
+
+
+async def take_attempt(
+    client: aioredis.Redis, key: str, *, max_failures: int, window_s: float
+) -> Decision:
+    """Count an attempt of ``key`` as a failure before it is made (arguments as
+    :func:`failures_allowed`'s): attempts made at once each count, so none gets past
+    ``max_failures`` while the others are still being checked. Refused (and not counted) past
+    it; an attempt that did not fail is given back (:func:`give_back`)."""
+    count, left_ms = (int(v) for v in await _run(client, _WINDOW, key, _ms(window_s), 1))
+    if count > max_failures:
+        await give_back(client, key)
+        return Decision(False, max_failures, 0, left_ms / 1000, left_ms / 1000)
+    return Decision(True, max_failures, max_failures - count, left_ms / 1000, 0.0)
+
+
+async def give_back(client: aioredis.Redis, key: str) -> None:
+    """Take back an attempt :func:`take_attempt` counted (it did not fail)."""
+    await client.eval(_GIVE_BACK, 1, PREFIX + key)
 
 
 async def forget_failures(client: aioredis.Redis, key: str) -> None:

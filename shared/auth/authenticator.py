@@ -228,7 +228,9 @@ class Authenticator:
         window = {"window_s": auth.login_lock_s}
         by_address = f"login:{address}"
         by_login = f"login:{address}:{digest(login.strip().lower())}"
-        allowed = await quotas.failures_allowed(
+        # each attempt counts as a failure before its password is checked (~0.1 s), and is given
+        # back if it succeeds: attempts made at once cannot pass the limits together
+        allowed = await quotas.take_attempt(
             self.aredis, by_address, max_failures=auth.login_address_max_failures, **window
         )
         if not allowed.allowed:
@@ -236,10 +238,11 @@ class Authenticator:
                 "too many failed logins from this address; try again later",
                 retry_after_s=allowed.retry_after_s,
             )
-        mine = await quotas.failures_allowed(
+        mine = await quotas.take_attempt(
             self.aredis, by_login, max_failures=auth.login_max_failures, **window
         )
         if not mine.allowed:
+            await quotas.give_back(self.aredis, by_address)
             raise locked_error(mine.retry_after_s)
         try:
             user = await asyncio.to_thread(
@@ -249,16 +252,16 @@ class Authenticator:
                 password,
                 max_failures=auth.login_max_failures,
                 lock_s=auth.login_lock_s,
-                address_failed=mine.remaining < mine.limit,  # it failed on this login lately
+                # it failed on this login lately (the attempt itself is counted already)
+                address_failed=mine.remaining < mine.limit - 1,
             )
         except (UnauthorizedError, TooManyRequestsError):
-            await quotas.count_failure(
-                self.aredis, by_address, max_failures=auth.login_address_max_failures, **window
-            )
-            await quotas.count_failure(
-                self.aredis, by_login, max_failures=auth.login_max_failures, **window
-            )
+            raise  # counted
+        except BaseException:  # not the password's failure: nothing to count
+            await quotas.give_back(self.aredis, by_address)
+            await quotas.give_back(self.aredis, by_login)
             raise
+        await quotas.give_back(self.aredis, by_address)
         await quotas.forget_failures(self.aredis, by_login)
         return user
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -71,6 +72,21 @@ def test_wrong_guesses_lock_the_guesser_not_the_owner(base: str) -> None:
     assert basic(base, login, PASSWORD, address()).status_code == 200
     # and the guesser is still locked out
     assert_locked(log_in(base, login, WRONG, attacker))
+
+
+def test_guesses_sent_at_once_get_no_more_tries(base: str) -> None:
+    """16 wrong guesses sent at once (each password check takes ~0.1 s): still at most
+    ``MAPSVC_LOGIN_MAX_FAILURES`` (5) are checked, the others are locked out; before, every
+    guess in flight passed the count (all 16 were checked)."""
+    login, attacker = new_login(base), address()
+    with ThreadPoolExecutor(16) as pool:
+        statuses = list(
+            pool.map(lambda _: log_in(base, login, WRONG, attacker).status_code, range(16))
+        )
+    assert statuses.count(401) == 5, statuses
+    assert statuses.count(429) == 11, statuses
+    assert_locked(log_in(base, login, PASSWORD, attacker))
+    assert log_in(base, login, PASSWORD, address()).status_code == 200  # the owner gets in
 
 
 def test_basic_guesses_lock_the_guesser_not_the_owner(base: str) -> None:
