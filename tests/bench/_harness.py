@@ -14,9 +14,11 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -483,3 +485,63 @@ class HttpConnection:
         if self.writer is not None:
             self.writer.close()
         self.reader = self.writer = None
+
+
+def add_load_run_arguments(parser: argparse.ArgumentParser, redis: str) -> None:
+    """The options :func:`begin_load_run` and :func:`scratch` take: ``--pg``, ``--redis``
+    (``redis`` by default), ``--timeout-s``, ``--keep``."""
+    add_pg_argument(parser)
+    parser.add_argument("--redis", default=redis, help="flushed first")
+    parser.add_argument("--timeout-s", type=float, default=900, help="bound of the whole run")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir and the database")
+
+
+def begin_load_run(args: argparse.Namespace) -> tuple[str, Deadline]:
+    """The start of a load script (``--pg``, ``--redis``, ``--timeout-s``): both on loopback,
+    ``wrk`` installed, a SIGTERM unwinding like Ctrl-C (the servers are stopped), progress
+    printed as it goes. PostgreSQL's URL, and the run's deadline."""
+    check_loopback(args.pg, "--pg")
+    check_loopback(args.redis, "--redis")
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: run `bash deploy/services.sh --test-tools`")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress as it goes
+    return args.pg.rstrip("/"), Deadline(args.timeout_s)
+
+
+def scratch(stack: ExitStack, name: str, pg: str, database: str, keep: bool) -> Path:
+    """A work dir of a run (with ``logs/``), and its database ``database``: both removed when
+    ``stack`` closes (after the servers it stops next), unless ``keep``."""
+    work = Path(tempfile.mkdtemp(prefix=f"mapsvc-{name}-"))
+    (work / "logs").mkdir()
+    if keep:
+        print(f"work dir and database {database} kept: {work}")
+    else:
+        stack.callback(shutil.rmtree, work, ignore_errors=True)
+        stack.callback(drop_database, pg, database)
+    return work
+
+
+@dataclass
+class Wrk:
+    """What wrk reported through a script that counts its answers (``stress_bbox.lua``,
+    ``fair_share.lua``): the answers by status, and its summary."""
+
+    statuses: Counter[str]
+    summary: dict[str, str]
+
+
+def parse_wrk(output: str) -> Wrk:
+    """The ``wrk-status <status> <count>`` and ``wrk-summary k=v …`` lines of such a run."""
+    statuses = Counter(
+        {m[1]: int(m[2]) for m in re.finditer(r"^wrk-status (\d+) (\d+)$", output, re.M)}
+    )
+    found = re.search(r"^wrk-summary (.*)$", output, re.M)
+    if found is None:
+        raise RuntimeError(f"wrk printed no summary (did its script run?):\n{output[-2000:]}")
+    return Wrk(statuses, dict(pair.split("=", 1) for pair in found[1].split()))
+
+
+def wrk_headers(key: str) -> list[str]:
+    """wrk's ``-H`` arguments that send ``key`` (a script's ``wrk.format`` adds them)."""
+    return [arg for name, value in auth_headers(key).items() for arg in ("-H", f"{name}: {value}")]

@@ -413,10 +413,12 @@ def start_mapsvc(
     client: httpx.Client,
     deadline: Deadline,
     key: str,
+    changed: Callable[[dict[str, str]], dict[str, str]] | None = None,
 ) -> tuple[list[Server], str]:
     """The API and a worker with ``-c n`` on the work dir and a flushed Redis db, once ready.
 
     ``key`` is their admin key (``MAPSVC_ADMIN_API_KEY``): ``client`` must send it.
+    ``changed``: their environment (:func:`mapsvc_env`'s) as another script wants it.
     """
     check_flushable(redis_url)
     redis = sync_client(redis_url)
@@ -425,6 +427,8 @@ def start_mapsvc(
     stack.callback(redis.flushdb)  # after the servers stopped (callbacks run last in, first out)
     port = free_port()
     env = mapsvc_env(work, n, redis_url, api_workers, port, key)
+    if changed is not None:
+        env = changed(env)
     servers = [
         start(stack, "mapsvc API", [*CLI, "serve"], logs / "api.log", env, ROOT),
         start_worker(stack, env, n, logs),

@@ -45,8 +45,6 @@ import os
 import random
 import re
 import secrets
-import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -61,35 +59,30 @@ import httpx
 from sqlalchemy import create_engine
 
 from shared.demo import DEMO_DATA, load_countries
-from shared.redis_clients import sync_client
 from tests.bench._harness import (
     Deadline,
     HttpConnection,
-    Server,
-    add_pg_argument,
+    Wrk,
+    add_load_run_arguments,
     admin_key,
     auth_headers,
     auth_lines,
-    check_flushable,
-    check_loopback,
-    drop_database,
-    free_port,
+    begin_load_run,
     fresh_database,
     goal,
     load_average,
+    parse_wrk,
+    scratch,
     sqlalchemy_url,
-    start,
     summary_line,
     wait_http,
+    wrk_headers,
 )
 from tests.bench.bench_tiles import (
-    CLI,
-    ROOT,
     configure_layer,
     make_cog,
-    mapsvc_env,
     scene_tiles,
-    start_worker,
+    start_mapsvc,
     url_of,
 )
 from tests.bench.stress import counts, percentile, server_errors
@@ -118,43 +111,12 @@ def make_db(pg: str) -> str:
     return f"database {DB}: {COUNTRIES} {rows} rows"
 
 
-def fair_env(work: Path, n: int, redis_url: str, port: int, key: str) -> dict[str, str]:
-    """The tile benchmark's environment of the API and the worker, with the default quotas."""
-    env = mapsvc_env(work, n, redis_url, 1, port, key)
+def fair_env(env: dict[str, str]) -> dict[str, str]:
+    """The tile benchmark's environment of the API and the worker with the default quotas (and
+    the diagnostic probe, a job start any operator may flood)."""
     env = {name: value for name, value in env.items() if not PROTECTION.match(name)}
     env["MAPSVC_DIAG_PROBE"] = "true"
     return env
-
-
-def start_service(
-    stack: ExitStack,
-    work: Path,
-    n: int,
-    redis_url: str,
-    logs: Path,
-    client: httpx.Client,
-    deadline: Deadline,
-    key: str,
-) -> tuple[list[Server], str]:
-    """The API (one process, ``n`` render processes) and a worker with ``-c n``, once ready;
-    as ``bench_tiles.start_mapsvc`` starts them, with the default quotas."""
-    check_flushable(redis_url)
-    redis = sync_client(redis_url)
-    redis.flushdb()
-    stack.callback(redis.close)
-    stack.callback(redis.flushdb)  # after the servers stopped (callbacks run last in, first out)
-    port = free_port()
-    env = fair_env(work, n, redis_url, port, key)
-    servers = [
-        start(stack, "mapsvc API", [*CLI, "serve"], logs / "api.log", env, ROOT),
-        start_worker(stack, env, n, logs),
-    ]
-    api = f"http://127.0.0.1:{port}/api-user"
-    try:
-        wait_http(client, f"{api}/ready", servers, deadline, 120)
-    except TimeoutError as exc:
-        raise RuntimeError(f"mapsvc is not ready (run `bash deploy/services.sh`?): {exc}") from exc
-    return servers, api
 
 
 def make_key(client: httpx.Client, api: str, name: str, role: str = "reader") -> str:
@@ -393,24 +355,6 @@ def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float)
 # --- the flood ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Wrk:
-    """What wrk reported through ``fair_share.lua``."""
-
-    statuses: Counter[str]
-    summary: dict[str, str]
-
-
-def parse_wrk(output: str) -> Wrk:
-    statuses = Counter(
-        {m[1]: int(m[2]) for m in re.finditer(r"^wrk-status (\d+) (\d+)$", output, re.M)}
-    )
-    found = re.search(r"^wrk-summary (.*)$", output, re.M)
-    if found is None:
-        raise RuntimeError(f"wrk printed no summary (did fair_share.lua run?):\n{output[-2000:]}")
-    return Wrk(statuses, dict(pair.split("=", 1) for pair in found[1].split()))
-
-
 async def start_wrk(
     origin: str, flood: Flood, key: str, seconds: int, args: argparse.Namespace, tmp: Path
 ) -> asyncio.subprocess.Process:
@@ -425,7 +369,7 @@ async def start_wrk(
         script_args.append(str(body))
     argv = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{seconds}s"]
     argv += [f"--timeout={args.wrk_timeout_s:g}s", "-s", str(LUA)]
-    argv += [arg for name, value in auth_headers(key).items() for arg in ("-H", f"{name}: {value}")]
+    argv += wrk_headers(key)
     argv += [origin, "--", *script_args]
     return await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -588,41 +532,23 @@ def parse_args(kinds: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--probe-timeout-s", type=float, default=30.0, help="a request gives up")
     parser.add_argument("--only", nargs="+", choices=kinds, help="these classes only")
     parser.add_argument("--workers", type=int, default=2, help="render and worker processes")
-    add_pg_argument(parser)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/15", help="flushed first")
-    parser.add_argument("--timeout-s", type=float, default=900, help="bound of the whole run")
-    parser.add_argument("--keep", action="store_true", help="keep the work dir and the database")
+    add_load_run_arguments(parser, "redis://127.0.0.1:6379/15")
     return parser.parse_args()
 
 
 def main() -> int:
     args = parse_args(KINDS)
-    check_loopback(args.pg, "--pg")
-    check_loopback(args.redis, "--redis")
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: run `bash deploy/services.sh --test-tools`")
-    pg = args.pg.rstrip("/")
-    deadline = Deadline(args.timeout_s)
-    # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the servers are stopped
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress as it goes
-
-    work = Path(tempfile.mkdtemp(prefix="mapsvc-fair-share-"))
-    logs = work / "logs"
-    logs.mkdir()
+    pg, deadline = begin_load_run(args)
     key = admin_key()
     with ExitStack() as stack, httpx.Client(headers=auth_headers(key)) as client:
-        if args.keep:
-            print(f"work dir and database {DB} kept: {work}")
-        else:  # registered before the servers start: runs after they stopped
-            stack.callback(shutil.rmtree, work, ignore_errors=True)
-            stack.callback(drop_database, pg, DB)
+        work = scratch(stack, "fair-share", pg, DB, args.keep)  # before the servers start
+        logs = work / "logs"
         print(make_db(pg))
         # the servers start with this process's environment
         os.environ["MAPSVC_DATABASE_URL"] = f"{sqlalchemy_url(pg)}/{DB}"
         cog, about = make_cog(work)
-        servers, api = start_service(
-            stack, work, args.workers, args.redis, logs, client, deadline, key
+        servers, api = start_mapsvc(
+            stack, work, args.workers, args.redis, 1, logs, client, deadline, key, fair_env
         )
         origin = api.removesuffix("/api-user")
         prefix = urlsplit(api).path

@@ -29,12 +29,8 @@ import argparse
 import asyncio
 import math
 import os
-import re
-import shutil
-import signal
 import socket
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -55,16 +51,19 @@ from tests.bench._harness import (
     Deadline,
     HttpConnection,
     Server,
-    add_pg_argument,
+    Wrk,
+    add_load_run_arguments,
     admin_key,
     auth_headers,
     auth_lines,
-    check_loopback,
-    drop_database,
+    begin_load_run,
     fresh_database,
     load_average,
+    parse_wrk,
+    scratch,
     sqlalchemy_url,
     wait_http,
+    wrk_headers,
 )
 from tests.bench.bench_tiles import configure_layer, make_cog, scene_tiles, start_mapsvc, url_of
 from tests.bench.bench_vector import verdict
@@ -188,25 +187,6 @@ async def hold(
         await asyncio.sleep(1.0)
 
 
-@dataclass
-class Wrk:
-    """What wrk reported through ``stress_bbox.lua``."""
-
-    statuses: Counter[str]
-    summary: dict[str, str]
-
-
-def parse_wrk(output: str) -> Wrk:
-    statuses = Counter(
-        {m[1]: int(m[2]) for m in re.finditer(r"^wrk-status (\d+) (\d+)$", output, re.M)}
-    )
-    found = re.search(r"^wrk-summary (.*)$", output, re.M)
-    if found is None:
-        raise RuntimeError(f"wrk printed no summary (did stress_bbox.lua run?):\n{output[-2000:]}")
-    summary = dict(pair.split("=", 1) for pair in found[1].split())
-    return Wrk(statuses, summary)
-
-
 async def start_wrk(
     base: str,
     path: str,
@@ -221,7 +201,7 @@ async def start_wrk(
     """
     argv = ["wrk", f"-t{min(args.renders, os.cpu_count() or 1)}", f"-c{args.renders}"]
     argv += [f"-d{math.ceil(seconds)}s", f"--timeout={args.wrk_timeout_s:g}s", "-s", str(LUA)]
-    argv += [arg for name, value in auth_headers(key).items() for arg in ("-H", f"{name}: {value}")]
+    argv += wrk_headers(key)
     argv += [base, "--", path, *(f"{v:.2f}" for v in bbox), str(args.size)]
     return await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -518,35 +498,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--wrk-timeout-s", type=float, default=30.0, help="wrk's --timeout")
     parser.add_argument("--workers", type=int, default=2, help="render and worker processes")
     parser.add_argument("--api-workers", type=int, default=1, help="API processes")
-    add_pg_argument(parser)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14", help="flushed first")
-    parser.add_argument("--timeout-s", type=float, default=900, help="bound of the whole run")
-    parser.add_argument("--keep", action="store_true", help="keep the work dir and the database")
+    add_load_run_arguments(parser, "redis://127.0.0.1:6379/14")
     return parser.parse_args()
 
 
 def main() -> int:
     args = parse_args()
-    check_loopback(args.pg, "--pg")
-    check_loopback(args.redis, "--redis")
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: run `bash deploy/services.sh --test-tools`")
-    pg = args.pg.rstrip("/")
-    deadline = Deadline(args.timeout_s)
-    # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the servers are stopped
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress as it goes
-
-    work = Path(tempfile.mkdtemp(prefix="mapsvc-stress-"))
-    logs = work / "logs"
-    logs.mkdir()
+    pg, deadline = begin_load_run(args)
     key = admin_key()
     with ExitStack() as stack, httpx.Client(headers=auth_headers(key)) as client:
-        if args.keep:
-            print(f"work dir and database {STRESS_DB} kept: {work}")
-        else:  # registered before the servers start: runs after they stopped
-            stack.callback(shutil.rmtree, work, ignore_errors=True)
-            stack.callback(drop_database, pg, STRESS_DB)
+        work = scratch(stack, "stress", pg, STRESS_DB, args.keep)  # before the servers start
+        logs = work / "logs"
         print(make_stress_db(pg, args.points))
         # start_mapsvc starts the servers with this process's environment
         os.environ["MAPSVC_DATABASE_URL"] = f"{sqlalchemy_url(pg)}/{STRESS_DB}"
