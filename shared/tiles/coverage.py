@@ -36,7 +36,7 @@ from shared.errors import InvalidInputError, UnprocessableError
 from shared.params import parse_bbox
 from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
-from shared.vector.cql import parse_cql
+from shared.vector.cql import parse_cql, refusing
 from shared.vector.db import pyformat, read_pool
 from shared.vector.features import db_error
 from shared.vector.query import LayerQuery, where_sql
@@ -472,7 +472,10 @@ async def layer_coverage(
             f"coverage_layer {layer.id} holds {layer.geometry_type} geometries, not polygons",
             parameter="coverage_layer",
         )
-    query = LayerQuery(cql=parse_cql(where, layer) if where else None)
+    try:
+        query = LayerQuery(cql=parse_cql(where, layer) if where else None)
+    except InvalidInputError as exc:
+        raise refusing(exc, "where") from None
     condition, params = where_sql(layer, query)
     geom = f"t.{ident(layer.geometry_column)}"
     union = f"ST_CollectionExtract(ST_Union({geom}), 3)"
@@ -489,7 +492,7 @@ async def layer_coverage(
             pyformat(sql), {**params, "max_vertices": MAX_VERTICES}
         )
     except psycopg.Error as exc:
-        raise db_error(exc, timeout_ms) from exc
+        raise refusing(db_error(exc, timeout_ms, filtered=where is not None), "where") from exc
     if answer is None:
         raise UnprocessableError(
             f"the coverage is empty: no row of {layer.id} matches where", parameter="where"

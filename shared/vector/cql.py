@@ -44,7 +44,7 @@ from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnClause
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.types import UserDefinedType
 
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, MapsvcError
 from shared.vector.catalog import VectorLayer
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "CqlFilter",
     "parse_cql",
     "queryables",
+    "refusing",
 ]
 
 #: the longest filter taken (its SQL and its work stay small)
@@ -118,6 +119,15 @@ def _handles(*nodes: type, subclasses: bool = False) -> Callable[[_F], _F]:
 
 def _refuse(message: str, **detail: Any) -> InvalidInputError:
     return InvalidInputError(f"filter: {message}", parameter=_PARAMETER, **detail)
+
+
+def refusing(error: MapsvcError, parameter: str) -> MapsvcError:
+    """``error`` (a refusal of a filter) as the refusal of ``parameter``, the query parameter
+    that carried the filter (a coverage's ``where``); any other error as it is."""
+    if not isinstance(error, InvalidInputError) or error.detail.get("parameter") != _PARAMETER:
+        return error
+    message = error.message.removeprefix(f"{_PARAMETER}: ")
+    return InvalidInputError(f"{parameter}: {message}", **{**error.detail, "parameter": parameter})
 
 
 def _is_value(item: object) -> bool:

@@ -95,6 +95,18 @@ def test_a_coverage_layer_with_where_picks_its_polygons(client: TestClient, scen
     assert "the coverage is empty" in assert_error(empty.json(), "unprocessable")["message"]
     bad = client.get(url, params={**query, "where": "nosuch = 1"})
     assert bad.status_code == 400, bad.text
+    # a where that is not a filter of the layer is refused naming where, never a 5xx
+    for wrong in (
+        "nosuch = 1",
+        "pop_est = true",
+        "name LIKE 5",
+        "pop_est IN (" + "1," * 200 + "1)",
+    ):
+        r = client.get(url, params={**query, "where": wrong})
+        assert r.status_code == 400, (wrong, r.text)
+        error = assert_error(r.json(), "invalid-input")
+        assert error["detail"]["parameter"] == "where", (wrong, error)
+        assert error["message"].startswith("where: "), (wrong, error)
     points = client.get(url, params={**dry, "coverage_layer": "public.test_points"})
     assert "not polygons" in assert_error(points.json(), "invalid-input")["message"]
     lost = client.get(url, params={**dry, "coverage_layer": "public.nosuch"})
