@@ -524,8 +524,8 @@ def scratch(stack: ExitStack, name: str, pg: str, database: str, keep: bool) -> 
 
 @dataclass
 class Wrk:
-    """What wrk reported through a script that counts its answers (``stress_bbox.lua``,
-    ``fair_share.lua``): the answers by status, and its summary."""
+    """What wrk reported through a script that counts its answers (``counted.lua``, which
+    ``stress_bbox.lua`` and ``fair_share.lua`` load): the answers by status, and its summary."""
 
     statuses: Counter[str]
     summary: dict[str, str]

@@ -3,16 +3,11 @@
 -- connection's requests cycle through them), the method (GET when left out), and a file whose
 -- bytes are every request's JSON body (left out: no body). `{n}` in a target becomes a number
 -- no other request of the run has (a query that is never the same, so never a cached answer).
--- done() prints lines the script parses: `wrk-status <status> <count>` and `wrk-summary k=v ...`.
 -- The credentials come with wrk's `-H "Authorization: Bearer <key>"`: wrk.format() below adds
 -- wrk.headers, where -H puts them.
 
-local threads = {}
-
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("id", #threads)
-end
+-- the answers counted by status, setup() and done(): counted.lua, beside this script
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") .. "counted.lua")
 
 function init(args)
   targets = {}
@@ -26,7 +21,6 @@ function init(args)
     file:close()
     wrk.headers["Content-Type"] = "application/json"
   end
-  statuses = {} -- global: done() reads it from each thread
   i = ((id - 1) * 7919) % #targets -- the threads start at different targets
   n = id * 100000000
 end
@@ -36,27 +30,4 @@ function request()
   n = n + 1
   local target = string.gsub(targets[i], "{n}", tostring(n))
   return wrk.format(method, target, nil, body)
-end
-
-function response(status, headers, body)
-  statuses[status] = (statuses[status] or 0) + 1
-end
-
-function done(summary, latency, requests)
-  local total = {}
-  for _, thread in ipairs(threads) do
-    for status, count in pairs(thread:get("statuses")) do
-      total[status] = (total[status] or 0) + count
-    end
-  end
-  for status, count in pairs(total) do
-    io.write(string.format("wrk-status %d %d\n", status, count))
-  end
-  local e = summary.errors
-  io.write(string.format(
-    "wrk-summary requests=%d seconds=%.1f connect=%d read=%d write=%d timeout=%d"
-      .. " p50_ms=%.1f p99_ms=%.1f max_ms=%.1f\n",
-    summary.requests, summary.duration / 1e6, e.connect, e.read, e.write, e.timeout,
-    latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000
-  ))
 end
