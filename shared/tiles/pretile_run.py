@@ -325,9 +325,7 @@ class PretileRunner:
                 failed = list(chunk.tiles())
             elif (short := self._short_of_space(store)) is not None:
                 error, failed = f"{_place(chunk)}: {short}", list(chunk.tiles())
-                if self._counters(job_id).mark("disk_full"):
-                    log.warning("pretile %s: %s; stopping the run", job_id, short)
-                    self.store.request_cancel(job_id)
+                self._end_early(job_id, counters, "disk_full", short)
             else:
                 error = self._render_tiles(chunk, job, store, counts, failed)
                 if error is not None and attempts < CHUNK_ATTEMPTS and retry is not None:
@@ -336,7 +334,7 @@ class PretileRunner:
                     return
         last, failed_tiles = counters.add(chunk, counts, error, worker, failed)
         if failed_tiles > self.max_failed and not record.cancel_requested:
-            self._end_early(job_id, counters, failed_tiles)
+            self._end_early(job_id, counters, "too_many_failed", f"{failed_tiles} tiles failed")
         if not counts["cancelled"]:
             text, progress = counters.progress_line(chunk.z)
             with contextlib.suppress(JobCancelledError):  # the chunks left see the flag too
@@ -351,11 +349,11 @@ class PretileRunner:
             return None
         return short_of_space(store.root, self.keep_free)
 
-    def _end_early(self, job_id: str, counters: PretileCounters, failed: int) -> None:
-        """Stop a run past its failed tiles: its chunks left count as cancelled, and its end
-        fails it (:meth:`_end`)."""
-        if counters.mark("too_many_failed"):
-            log.warning("pretile %s: %d tiles failed, stopping the run", job_id, failed)
+    def _end_early(self, job_id: str, counters: PretileCounters, mark: str, why: str) -> None:
+        """Stop a run (past its failed tiles, its disk almost full: ``why``), marked ``mark``:
+        its chunks left count as cancelled, and its end fails it (:meth:`_end`)."""
+        if counters.mark(mark):
+            log.warning("pretile %s: %s, stopping the run", job_id, why)
             self.store.request_cancel(job_id)
 
     def _render_tiles(
