@@ -121,6 +121,11 @@ def _error(code: str, message: str, **detail: str) -> str:
 _RATE_LIMITED = _error(
     "rate-limited", "too many tile requests: slow down (see Retry-After)", budget="tiles"
 )
+_ADDRESS_LIMITED = _error(
+    "rate-limited",
+    "too many requests from this address: slow down (see Retry-After)",
+    budget="address",
+)
 _UNAVAILABLE = _error("unavailable", "the API is not answering: try again shortly")
 #: what nginx refuses before the API sees it: (status nginx gives it, status sent, code, message);
 #: 494 (a header too large) goes out as 400
@@ -151,6 +156,8 @@ _EXPOSED = "ETag, X-Cache, X-Request-ID, Retry-After"
 _ACCEL = "X-Accel-Redirect X-Accel-Expires X-Accel-Limit-Rate X-Accel-Buffering X-Accel-Charset"
 #: the folder of the run folder where the front keeps vector tiles
 _VTILES = "vtiles"
+#: the room for a socket's path in ``sockaddr_un`` (Linux), its closing zero included
+_SOCKET_PATH_MAX = 108
 
 
 def front_enabled(settings: Settings) -> bool:
@@ -216,6 +223,77 @@ def _refusals(settings: Settings) -> str:
 """
 
 
+def _per_address(settings: Settings, zone: str = "addr") -> str:
+    """The line of a location passing to the API that counts the client's address
+    (``MAPSVC_FRONT_RATE_PER_S``); none when that limit is off.
+
+    Not in the raster tiles' own locations: nginx counts a request once, in the first
+    location of it, or of a subrequest of it, that has a ``limit_req`` (the next locations'
+    are skipped), and ``@tile`` must count the tiles budget. The access check they ask counts
+    the address in a server of its own (:func:`_access_checker`), a request of its own."""
+    if not settings.front_rate_per_s:
+        return ""
+    # the burst at once, as many again kept waiting their turn (a client asking on a few
+    # connections, however hard, is slowed to the pace, not answered a refusal at once, which
+    # it would follow with the next request: thousands a second), and the rest refused
+    burst = settings.front_burst
+    return f"            limit_req zone={zone} burst={2 * burst} delay={burst};\n"
+
+
+def _per_address_zones(settings: Settings) -> str:
+    """The ``http`` lines of the per-address zones; none when that limit is off."""
+    if not settings.front_rate_per_s:
+        return ""
+    rate = settings.front_rate_per_s
+    return f"""    # every request passed to the API, per client address: a flood is refused here,
+    # in microseconds, before it takes the API's event loop from everyone else; the
+    # access checks of tiles by the address the front put in X-Forwarded-For (only the
+    # front reaches the checker's socket)
+    limit_req_zone $binary_remote_addr zone=addr:10m rate={rate}r/s;
+    limit_req_zone $http_x_forwarded_for zone=checks:10m rate={rate}r/s;
+    limit_req_status 429;
+"""
+
+
+def _checked(settings: Settings) -> str:
+    """The lines of ``@api`` that refuse a tile whose access check the checker refused (the
+    address past its pace: counted there, not counted again); none when that limit is off."""
+    if not settings.front_rate_per_s:
+        return ""
+    return """            if ($access_status = 429) {
+                return 429;
+            }
+"""
+
+
+def _access_socket(settings: Settings, run_dir: Path) -> Path:
+    """The socket of the access checker of the front on ``MAPSVC_PORT`` (one per port: two
+    fronts on one work dir each have their own)."""
+    return run_dir / f"access-{settings.port}.sock"
+
+
+def _access_checker(settings: Settings, run_dir: Path) -> str:
+    """The server the front's access checks pass through to the API, on a socket in
+    ``run_dir``: it counts the checks per client address (``MAPSVC_FRONT_RATE_PER_S``)."""
+    return f"""
+    upstream access_check {{
+        server unix:{_access_socket(settings, run_dir)};
+        keepalive 16;
+    }}
+
+    server {{
+        listen unix:{_access_socket(settings, run_dir)};
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $http_host;
+        proxy_ignore_headers {_ACCEL};
+        location / {{
+{_per_address(settings, "checks")}            proxy_pass http://{_api(settings)};
+        }}
+    }}
+"""
+
+
 def _api(settings: Settings) -> str:
     """What ``proxy_pass`` names the API by: the upstream ``api``, looked up once at start, or,
     with ``MAPSVC_FRONT_RESOLVER``, a variable, whose name nginx looks up at request time."""
@@ -262,7 +340,11 @@ def _access(settings: Settings) -> str:
             if ($tile_route = disk) {{
                 return 204;  # anonymous on a public layer: nothing to ask
             }}
-            proxy_pass http://{_api(settings)}{USER_PREFIX}{_ACCESS}$raw_query;
+            # through the checker (its own server, so its count of the address leaves the
+            # tiles budget to @tile); its 429 is an error to auth_request: on to @api, which
+            # refuses the request without asking the API. One credential is asked about once
+            # at a time (proxy_cache_lock): the same wrong key, sent at once, waits its turn
+            proxy_pass http://access_check{USER_PREFIX}{_ACCESS}$raw_query;
             proxy_pass_request_body off;
             # a directive here replaces the server's list: all of it again
             proxy_set_header Content-Length "";
@@ -288,6 +370,7 @@ def _raster(settings: Settings) -> str:
             set $front_style $style;  # the subrequest sees the main request's variables
             auth_request /_front/access;
             auth_request_set $principal $upstream_http_x_principal;
+            auth_request_set $access_status $upstream_status;  # the checker's 429: @api
             auth_request_set $tile_folder $upstream_http_x_tile_folder;
             # on to @tile after the access phase: limit_req runs before it, and the budget of
             # a caller with credentials is the principal the API named
@@ -332,7 +415,7 @@ def _vector(settings: Settings) -> str:
         f"""
         location ~ "{pattern}" {{
             limit_req zone=tiles burst={settings.auth.rate_tiles_per_min} nodelay;
-            limit_req_status 429;
+{_per_address(settings)}            limit_req_status 429;
             error_page 429 = @rate_limited;
             error_page 502 504 = @unavailable;  # a list here replaces the server's
             proxy_pass http://{_api(settings)};
@@ -503,6 +586,7 @@ def nginx_config(settings: Settings, backend: str, run_dir: Path, *, disk: bool 
 http {{
 {http_basics(run_dir)}
 {_disk_http(settings, run_dir) if disk else ""}
+{_per_address_zones(settings)}
     # a '#' in the request line: uvicorn would drop it and what follows, unseen
     map $request_uri $fragment {{
         "~#" 1;
@@ -510,6 +594,7 @@ http {{
     }}
 
 {_upstream(settings, backend)}
+{_access_checker(settings, run_dir) if disk else ""}
 
     server {{
         listen {settings.host}:{settings.port};
@@ -528,6 +613,7 @@ http {{
         # location from
         recursive_error_pages on;
 {refused}        error_page 502 504 = @unavailable;
+        error_page 429 = @address_limited;  # the front's own: the API's pass unchanged
         if ($fragment) {{
             rewrite ^ /_front/refused/fragment last;
         }}
@@ -537,17 +623,22 @@ http {{
             return 429 '{_RATE_LIMITED}';
         }}
 
+        location @address_limited {{
+{_json_answer(settings)}            add_header Retry-After 1 always;
+            return 429 '{_ADDRESS_LIMITED}';
+        }}
+
         location @unavailable {{
 {_json_answer(settings)}            add_header Retry-After 5 always;
             return 503 '{_UNAVAILABLE}';
         }}
 
         location @api {{
-            proxy_pass http://{_api(settings)};
+{_checked(settings) if disk else ""}{_per_address(settings)}            proxy_pass http://{_api(settings)};
         }}
 
         location / {{
-            proxy_pass http://{_api(settings)};
+{_per_address(settings)}            proxy_pass http://{_api(settings)};
         }}
     }}
 }}
@@ -600,6 +691,13 @@ def write_front_config(settings: Settings, backend: str) -> Path:
     settings.dirs.rtile.mkdir(parents=True, exist_ok=True)
     worker = worker_user()
     disk = worker is None or _open_to_workers(settings, run_dir, worker)
+    socket = _access_socket(settings, run_dir)
+    if len(str(socket).encode()) >= _SOCKET_PATH_MAX:
+        raise ValueError(
+            f"the front's socket {socket} is a longer path than a socket may have"
+            f" ({_SOCKET_PATH_MAX - 1} bytes): choose a shorter MAPSVC_WORK_DIR"
+        )
+    socket.unlink(missing_ok=True)  # left by an nginx that did not stop cleanly
     path = run_dir / "nginx.conf"
     path.write_text(nginx_config(settings, backend, run_dir, disk=disk))
     os.chmod(path, 0o600)

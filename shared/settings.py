@@ -1068,6 +1068,21 @@ class Settings(Concern):
         description="How long the front keeps a vector tile of a public layer (`0`: never); "
         "changes to its table reach clients through the front within this time",
     )
+    front_rate_per_s: int = Field(
+        default=100,
+        ge=0,
+        description="Requests a second the front passes to the API from one client address, "
+        "whatever the route and credentials (anonymous tiles from its cache aside, which "
+        "`MAPSVC_RATE_TILES_PER_MIN` counts): more than `MAPSVC_FRONT_BURST` ahead of that "
+        "pace get nginx's own `429` at once, before the API spends any time on them "
+        "(`0`: no such limit)",
+    )
+    front_burst: int = Field(
+        default=200,
+        ge=1,
+        description="How far ahead of `MAPSVC_FRONT_RATE_PER_S` one address may be (a viewer's "
+        "first screen of tiles) before the front refuses its requests",
+    )
     front_backend: str | None = Field(
         default=None,
         description="`host:port` of the API that `mapsvc front` passes to; unset: "

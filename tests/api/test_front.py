@@ -8,7 +8,8 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,56 @@ def test_the_front_keeps_the_tiles_budget(front_settings: Settings) -> None:
             assert_error(refused[0].json(), "rate-limited")
             assert int(refused[0].headers["retry-after"]) >= 1
         assert httpx.get(f"{base}/api-user/health").status_code == 200
+
+
+def test_the_front_slows_then_refuses_a_flood_from_one_address_before_the_api(
+    front_settings: Settings,
+) -> None:
+    """An address asking faster than ``MAPSVC_FRONT_RATE_PER_S`` gets ``MAPSVC_FRONT_BURST``
+    answers at once, as many again kept to the pace, and nginx's own ``429`` for the rest
+    (``budget: address``, which no API budget is named), on every route that passes to the
+    API, keyed or not, wrong keys on tiles included (the access check counts too); another
+    address is not slowed, and cached public tiles keep their own budget."""
+    mine = front_settings.model_copy(
+        update={
+            "public_layers": RGB_ID,
+            "port": free_port(),
+            "front_rate_per_s": 10,
+            "front_burst": 3,
+        }
+    )
+    private = tile_url(MOSAIC_ID, 8, 72, 110)
+    # each request's keyword arguments by its number; wrong keys each another (the front asks
+    # about one credential once at a time: the same wrong key sent at once waits its turn)
+    routes: tuple[tuple[str, Callable[[int], dict[str, Any]]], ...] = (
+        ("/api-user/health", lambda i: {}),
+        ("/api-user/gis-raster", lambda i: {"headers": AUTH}),
+        (TILE, lambda i: {"params": {"nocache": "1"}}),
+        (TILE, lambda i: {"params": {"api_key": f"msk_wrong{i}"}}),
+        (private, lambda i: {"headers": {"Authorization": f"Bearer msk_wrong{i}"}}),
+    )
+    with served(mine) as api, front(mine, api.removeprefix("http://")) as base:
+        assert httpx.get(f"{api}{TILE}").status_code == 200  # cached, straight from the API
+        other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        with ThreadPoolExecutor(20) as pool:
+            for path, how in routes:
+                t0 = time.monotonic()
+                asked = [pool.submit(httpx.get, f"{base}{path}", **how(i)) for i in range(20)]
+                answers = [future.result() for future in asked]
+                seconds = time.monotonic() - t0
+                refused = [r for r in answers if r.status_code == 429]
+                assert 8 <= len(refused) <= 14, (path, len(refused))  # 20 - (1 + 3 + 3), ±3
+                assert seconds >= 0.2, path  # the 3 kept waiting were sent at the pace
+                assert refused[0].headers["content-type"] == "application/json"
+                error = refused[0].json()["error"]
+                assert (error["code"], error["detail"]["budget"]) == ("rate-limited", "address")
+                assert int(refused[0].headers["retry-after"]) >= 1
+                # another address meanwhile: answered by the API as before
+                assert other.get(f"{base}/api-user/health").status_code == 200
+                time.sleep(1)  # the address back to its pace
+        # anonymous public tiles from disk count the tiles budget, not the address's pace
+        assert all(httpx.get(f"{base}{TILE}").status_code == 200 for _ in range(20))
+        other.close()
 
 
 def test_tiles_with_rendering_parameters_count_on_the_callers_budget(

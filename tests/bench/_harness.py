@@ -95,6 +95,7 @@ def service_env(key: str) -> dict[str, str]:
         "MAPSVC_RATE_DOCUMENTS_PER_MIN": unlimited,
         "MAPSVC_RATE_AUTH_PER_MIN": unlimited,
         "MAPSVC_RATE_ADMIN_PER_MIN": unlimited,
+        "MAPSVC_FRONT_RATE_PER_S": "0",
     }
 
 
@@ -444,14 +445,18 @@ class HttpConnection:
     this reads just the status, the headers and the body (by length or chunked).
     """
 
-    def __init__(self, host: str, port: int, headers: str = "") -> None:
-        self.host, self.port, self.headers = host, port, headers
+    def __init__(self, host: str, port: int, headers: str = "", source: str | None = None) -> None:
+        """``source``: the address it connects from (another client address on loopback)."""
+        self.host, self.port, self.headers, self.source = host, port, headers, source
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def get(self, target: str) -> tuple[int, dict[str, str], bytes]:
         if self.reader is None or self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            local = None if self.source is None else (self.source, 0)
+            self.reader, self.writer = await asyncio.open_connection(
+                self.host, self.port, local_addr=local
+            )
         reader = self.reader
         request = f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self.headers}\r\n"
         self.writer.write(request.encode())

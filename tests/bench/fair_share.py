@@ -62,23 +62,28 @@ from shared.demo import DEMO_DATA, load_countries
 from tests.bench._harness import (
     Deadline,
     HttpConnection,
+    Server,
     Wrk,
     add_load_run_arguments,
     admin_key,
     auth_headers,
     auth_lines,
     begin_load_run,
+    free_port,
     fresh_database,
     goal,
     load_average,
     parse_wrk,
     scratch,
     sqlalchemy_url,
+    start,
     summary_line,
     wait_http,
     wrk_headers,
 )
 from tests.bench.bench_tiles import (
+    CLI,
+    ROOT,
     configure_layer,
     make_cog,
     scene_tiles,
@@ -95,7 +100,9 @@ VERTICES = 180  # of each filter's polygon
 #: the classes of route, flooded in this order (auth last: its failures lock the address's logins)
 KINDS = ("documents", "tiles", "items", "jobs", "job starts", "providers", "auth")
 #: settings that would lift or change the service's protection: left to their defaults
-PROTECTION = re.compile(r"MAPSVC_(RATE_|LOGIN_|DB_STATEMENTS_PER_CALLER$)")
+PROTECTION = re.compile(r"MAPSVC_(RATE_|LOGIN_|DB_STATEMENTS_PER_CALLER$|FRONT_RATE_|FRONT_BURST$)")
+#: the second caller's address: the flood's is 127.0.0.1, and the front counts each address
+CALLER_ADDRESS = "127.0.0.2"
 
 
 # --- the service -------------------------------------------------------------------------------
@@ -117,6 +124,22 @@ def fair_env(env: dict[str, str]) -> dict[str, str]:
     env = {name: value for name, value in env.items() if not PROTECTION.match(name)}
     env["MAPSVC_DIAG_PROBE"] = "true"
     return env
+
+
+def start_front(
+    stack: ExitStack, work: Path, api: str, env: dict[str, str], deadline: Deadline
+) -> tuple[Server, str]:
+    """``mapsvc front`` (nginx, as ``make run`` starts it) before the API at ``api``, on a port
+    of its own, with the API's environment ``env`` (the work dir, the default per-address
+    limit); and its origin, once it answers ``/health``."""
+    work.chmod(0o755)  # started as root, nginx's workers run as www-data: they must pass it
+    port = free_port()
+    env = {**env, "MAPSVC_PORT": str(port), "MAPSVC_BACKEND_PORT": str(urlsplit(api).port)}
+    front = start(stack, "mapsvc front", [*CLI, "front"], work / "logs" / "front.log", env, ROOT)
+    origin = f"http://127.0.0.1:{port}"
+    with httpx.Client() as client:
+        wait_http(client, f"{origin}{urlsplit(api).path}/health", [front], deadline, 30)
+    return front, origin
 
 
 def make_key(client: httpx.Client, api: str, name: str, role: str = "reader") -> str:
@@ -287,7 +310,7 @@ async def rounds(
     """The probes one after the other, a round every ``every_s`` (or at once after a slower
     round), for ``seconds``."""
     phase = Phase()
-    connection = HttpConnection(*address, auth)
+    connection = HttpConnection(*address, auth, source=CALLER_ADDRESS)
     end = time.monotonic() + seconds
     try:
         while (began := time.monotonic()) < end:
@@ -333,12 +356,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def cpu_snapshot(api_pid: int, wrk_pid: int | None) -> dict[str, float]:
+def cpu_snapshot(pids: tuple[int, int], wrk_pid: int | None) -> dict[str, float]:
     """CPU seconds so far of the API's process (its event loop), of the processes below it
-    (render processes) and of wrk."""
+    (render processes), of the front (nginx) and of wrk; ``pids``: the API's and nginx's."""
+    api_pid, front_pid = pids
     snapshot = {
         "API loop": cpu_s(api_pid),
         "renders": sum(cpu_s(p) for p in descendants(api_pid)),
+        "front": sum(cpu_s(p) for p in (front_pid, *descendants(front_pid))),
     }
     if wrk_pid is not None:
         snapshot["wrk"] = cpu_s(wrk_pid)
@@ -371,8 +396,13 @@ async def start_wrk(
     argv += [f"--timeout={args.wrk_timeout_s:g}s", "-s", str(LUA)]
     argv += wrk_headers(key)
     argv += [origin, "--", *script_args]
+    # in a session of its own: another client, not a task of the second caller's (Linux's
+    # autogroup would have them share one core's worth of time)
     return await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -417,7 +447,7 @@ async def measure(
     origin: str,
     flood: Flood,
     flood_key: str,
-    api_pid: int,
+    pids: tuple[int, int],
     caller: tuple[str, Sequence[Probe]],
     args: argparse.Namespace,
     deadline: Deadline,
@@ -431,17 +461,17 @@ async def measure(
     sample = sample_answer(origin, flood, flood_key)
     await asyncio.sleep(args.pause_s)
     timed = (args.duration_s, args.every_s, args.probe_timeout_s)
-    before, t0 = cpu_snapshot(api_pid, None), time.monotonic()
+    before, t0 = cpu_snapshot(pids, None), time.monotonic()
     idle = await rounds(address, auth, probes, *timed)
-    cpu_idle = cpu_share(before, cpu_snapshot(api_pid, None), time.monotonic() - t0)
+    cpu_idle = cpu_share(before, cpu_snapshot(pids, None), time.monotonic() - t0)
     wrk = await start_wrk(
         origin, flood, flood_key, math.ceil(args.ramp_s + args.duration_s + 0.5), args, tmp
     )
     try:
         await asyncio.sleep(args.ramp_s)
-        before, t0 = cpu_snapshot(api_pid, wrk.pid), time.monotonic()
+        before, t0 = cpu_snapshot(pids, wrk.pid), time.monotonic()
         loaded = await rounds(address, auth, probes, *timed)
-        cpu_loaded = cpu_share(before, cpu_snapshot(api_pid, wrk.pid), time.monotonic() - t0)
+        cpu_loaded = cpu_share(before, cpu_snapshot(pids, wrk.pid), time.monotonic() - t0)
     except BaseException:
         wrk.kill()
         raise
@@ -547,10 +577,17 @@ def main() -> int:
         # the servers start with this process's environment
         os.environ["MAPSVC_DATABASE_URL"] = f"{sqlalchemy_url(pg)}/{DB}"
         cog, about = make_cog(work)
+        env: dict[str, str] = {}
+
+        def changed(started: dict[str, str]) -> dict[str, str]:
+            env.update(fair_env(started))  # the front's too
+            return env
+
         servers, api = start_mapsvc(
-            stack, work, args.workers, args.redis, 1, logs, client, deadline, key, fair_env
+            stack, work, args.workers, args.redis, 1, logs, client, deadline, key, changed
         )
-        origin = api.removesuffix("/api-user")
+        front, origin = start_front(stack, work, api, env, deadline)
+        servers.append(front)
         prefix = urlsplit(api).path
         config = configure_layer(client, api, deadline)
         template = str(config["url"])
@@ -566,8 +603,10 @@ def main() -> int:
                 wait_http(caller, origin + p.target, servers, deadline, 120)
         print(f"raster layer: {about}")
         print(
-            f"mapsvc: API (1 process, MAPSVC_RENDER_PROCESSES={args.workers}) + worker"
-            f" -c {args.workers}, default quotas; Redis {args.redis}; {os.cpu_count()} CPUs;"
+            f"mapsvc: the nginx front ({origin}) before the API (1 process,"
+            f" MAPSVC_RENDER_PROCESSES={args.workers}) + worker -c {args.workers}, default quotas"
+            f" and per-address limit; the flood from 127.0.0.1, the second caller from"
+            f" {CALLER_ADDRESS}; Redis {args.redis}; {os.cpu_count()} CPUs;"
             f" load average before: {load_average()}"
         )
         if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
@@ -586,7 +625,8 @@ def main() -> int:
                         origin,
                         flood,
                         flood_key,
-                        servers[0].popen.pid,  # uvicorn (`mapsvc serve` execs it)
+                        # uvicorn and nginx (`mapsvc serve` and `mapsvc front` exec them)
+                        (servers[0].popen.pid, front.popen.pid),
                         (auth_lines(caller_key), probes),
                         args,
                         deadline,
