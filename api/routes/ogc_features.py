@@ -35,7 +35,7 @@ from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
 from shared.params import parse_bbox
 from shared.vector.catalog import VectorLayer
-from shared.vector.cql import MAX_FILTER_CHARS, parse_cql_apart, queryables
+from shared.vector.cql import MAX_FILTER_CHARS, parse_cql, queryables
 from shared.vector.features import open_geojson
 from shared.vector.geojson import GeoJsonParams, OgcMembers, geojson
 from shared.vector.query import LayerQuery, parse_names
@@ -209,12 +209,11 @@ async def get_ogc_items(request: Request, query: ItemsQuery) -> Response:
     settings = svc.settings.vector
     layer = await _collection(request, query.collectionId)
     crs = query.crs or CRS84
-    cql = await parse_cql_apart(query.filter, layer) if query.filter is not None else None
     params = GeoJsonParams(
         query=LayerQuery(
             props=parse_names(query.properties, layer, "properties"),
             extent=_bbox(query.bbox),
-            cql=cql,
+            cql=parse_cql(query.filter, layer) if query.filter is not None else None,
         ),
         srid=_SRIDS[crs],
         limit=min(query.limit, settings.geojson_max_features),

@@ -36,7 +36,7 @@ from shared.errors import InvalidInputError, UnprocessableError
 from shared.params import parse_bbox
 from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
-from shared.vector.cql import parse_cql_apart, refusing
+from shared.vector.cql import parse_cql, refusing
 from shared.vector.db import pyformat, read_pool
 from shared.vector.features import db_error
 from shared.vector.query import LayerQuery, where_sql
@@ -473,7 +473,7 @@ async def layer_coverage(
             parameter="coverage_layer",
         )
     try:
-        query = LayerQuery(cql=await parse_cql_apart(where, layer) if where else None)
+        query = LayerQuery(cql=parse_cql(where, layer) if where else None)
     except InvalidInputError as exc:
         raise refusing(exc, "where") from None
     condition, params = where_sql(layer, query)
