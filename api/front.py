@@ -233,11 +233,11 @@ def _per_address(settings: Settings, zone: str = "addr") -> str:
     the address in a server of its own (:func:`_access_checker`), a request of its own."""
     if not settings.front_rate_per_s:
         return ""
-    # the burst at once, as many again kept waiting their turn (a client asking on a few
-    # connections, however hard, is slowed to the pace, not answered a refusal at once, which
-    # it would follow with the next request: thousands a second), and the rest refused
-    burst = settings.front_burst
-    return f"            limit_req zone={zone} burst={2 * burst} delay={burst};\n"
+    # the burst at once, the queue kept waiting their turn (a client asking on that many
+    # connections, however hard, is slowed to the pace: a refusal at once it would follow with
+    # the next request, thousands a second, each costing nginx's CPU), and the rest refused
+    burst, queue = settings.front_burst, settings.front_queue
+    return f"            limit_req zone={zone} burst={burst + queue} delay={burst};\n"
 
 
 def _per_address_zones(settings: Settings) -> str:

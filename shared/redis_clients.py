@@ -65,9 +65,27 @@ def sync_client(url: str, *, outage_s: float = 0.0) -> redis.Redis:
     )
 
 
+#: the connections of the API's client for short commands, and its longest wait for one
+_SHORT_CONNECTIONS, _SHORT_WAIT_S = 100, 3.0
+
+
 def async_client(url: str) -> aioredis.Redis:
-    """An asyncio client, for the API's short commands (caches, readiness, rate limits)."""
-    return aioredis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+    """An asyncio client, for the API's short commands (caches, readiness, rate limits).
+
+    At most 100 connections, as redis-py's own pool, but a request finding them all busy
+    waits its turn (up to 3 s) instead of failing: a burst of a few hundred requests at once
+    (a front letting a caller's burst through) took every connection, and the requests past
+    the hundredth answered ``503``, whoever sent them."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=_SHORT_CONNECTIONS,
+        timeout=_SHORT_WAIT_S,
+        decode_responses=True,
+        health_check_interval=30,
+    )
+    client = aioredis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True  # closed with the client, as from_url's is
+    return client
 
 
 def blocking_pool(

@@ -1081,7 +1081,15 @@ class Settings(Concern):
         default=200,
         ge=1,
         description="How far ahead of `MAPSVC_FRONT_RATE_PER_S` one address may be (a viewer's "
-        "first screen of tiles) before the front refuses its requests",
+        "first screen of tiles) and still be answered at once",
+    )
+    front_queue: int = Field(
+        default=1000,
+        ge=0,
+        description="Requests of one address beyond `MAPSVC_FRONT_BURST` that the front keeps "
+        "waiting, each sent to the API at its turn of `MAPSVC_FRONT_RATE_PER_S` (a client on "
+        "that many connections, however fast it asks, is slowed, which costs nothing); past "
+        "them, nginx's own `429`",
     )
     front_backend: str | None = Field(
         default=None,

@@ -157,7 +157,7 @@ def test_the_front_slows_then_refuses_a_flood_from_one_address_before_the_api(
     front_settings: Settings,
 ) -> None:
     """An address asking faster than ``MAPSVC_FRONT_RATE_PER_S`` gets ``MAPSVC_FRONT_BURST``
-    answers at once, as many again kept to the pace, and nginx's own ``429`` for the rest
+    answers at once, ``MAPSVC_FRONT_QUEUE`` kept to the pace, and nginx's own ``429`` for the rest
     (``budget: address``, which no API budget is named), on every route that passes to the
     API, keyed or not, wrong keys on tiles included (the access check counts too); another
     address is not slowed, and cached public tiles keep their own budget."""
@@ -167,6 +167,7 @@ def test_the_front_slows_then_refuses_a_flood_from_one_address_before_the_api(
             "port": free_port(),
             "front_rate_per_s": 10,
             "front_burst": 3,
+            "front_queue": 3,
         }
     )
     private = tile_url(MOSAIC_ID, 8, 72, 110)
