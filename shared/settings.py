@@ -1078,7 +1078,7 @@ class Settings(Concern):
         "(`0`: no such limit)",
     )
     front_burst: int = Field(
-        default=200,
+        default=50,
         ge=1,
         description="How far ahead of `MAPSVC_FRONT_RATE_PER_S` one address may be (a viewer's "
         "first screen of tiles) and still be answered at once",

@@ -5,11 +5,14 @@ tests.bench.fair_share``); Redis and PostgreSQL with PostGIS must be running and
 installed (``bash deploy/services.sh --test-tools``). In one run:
 
 - the service runs as ``make run`` runs it (the API, ``mapsvc serve``, and a worker, started as
-  the tile benchmark starts them) on a work dir, a Redis db (flushed first) and a database of its
-  own: ``mapsvc_fair_share``, made afresh with PostGIS and the countries, dropped at the end; its
-  raster layer is the tile benchmark's COG of the Landsat scene. Unlike the other scripts'
-  services it keeps its **default quotas** (no ``MAPSVC_RATE_*``, no per-caller statement
-  limit from the environment): the budgets are part of the protection measured. The run's
+  the tile benchmark starts them, and the nginx front before the API, ``mapsvc front``) on a
+  work dir, a Redis db (flushed first) and a database of its own: ``mapsvc_fair_share``, made
+  afresh with PostGIS and the countries, dropped at the end; its raster layer is the tile
+  benchmark's COG of the Landsat scene. Unlike the other scripts' services it keeps its
+  **default quotas** (no ``MAPSVC_RATE_*``, no ``MAPSVC_FRONT_RATE_*``/``BURST``/``QUEUE``, no
+  per-caller statement limit from the environment): the budgets are part of the protection
+  measured. Every request goes through the front: the flood from 127.0.0.1, the second caller
+  from 127.0.0.2 (another client address on loopback). The run's
   random admin key (``MAPSVC_ADMIN_API_KEY``) makes the callers' keys (``POST /api-keys``): a
   reader key for each flood (an operator key for job starts, ``/diag/probe``, served with
   ``MAPSVC_DIAG_PROBE``), one reader key for the second caller, and a user whose password the
@@ -100,7 +103,9 @@ VERTICES = 180  # of each filter's polygon
 #: the classes of route, flooded in this order (auth last: its failures lock the address's logins)
 KINDS = ("documents", "tiles", "items", "jobs", "job starts", "providers", "auth")
 #: settings that would lift or change the service's protection: left to their defaults
-PROTECTION = re.compile(r"MAPSVC_(RATE_|LOGIN_|DB_STATEMENTS_PER_CALLER$|FRONT_RATE_|FRONT_BURST$)")
+PROTECTION = re.compile(
+    r"MAPSVC_(RATE_|LOGIN_|DB_STATEMENTS_PER_CALLER$|FRONT_RATE_|FRONT_BURST$|FRONT_QUEUE$)"
+)
 #: the second caller's address: the flood's is 127.0.0.1, and the front counts each address
 CALLER_ADDRESS = "127.0.0.2"
 
