@@ -25,7 +25,6 @@ from api.links import keyed_link, route_path
 from api.openapi.models import Schema
 from api.rendering import RenderQuery, rendering_pairs
 from api.routes.ogc import (
-    CRS84,
     JSON,
     JSON_PAGE,
     TMS_CRS,
@@ -191,14 +190,25 @@ async def get_ogc_tileset(request: Request, query: TilesetQuery) -> Response:
             parameter=next(iter(rendering.params())),
         )
     summary = _tileset_summary(request, collection)
-    w, s, e, n = collection.bounds
     doc = {
         **summary,
         "tileMatrixSetLimits": _limits(collection),
-        "boundingBox": {"lowerLeft": [w, s], "upperRight": [e, n], "crs": CRS84},
+        "boundingBox": _bounding_box(collection),
         "links": [*summary["links"], *_tile_links(request, collection, rendering_pairs(rendering))],
     }
     return document(request, query, summary["title"], doc)
+
+
+def _bounding_box(collection: Collection) -> dict[str, Any]:
+    """A tileset's bounding box: the collection's bounds in the tile matrix set's CRS, the CRS
+    of its tiles, named by ``crs`` (OGC 2D TMS's tileset metadata). GDAL 3.6's OGCAPI driver
+    reads neither this nor ``crs``: it takes the collection's ``extent`` (CRS84, as OGC API
+    requires) for coordinates of the tiles' CRS, a window a few metres wide (``-srcwin 128
+    128 0 0``) unless given one (``-oo MINX=…``; docs/api/ogc.md)."""
+    w, s, e, n = collection.bounds
+    left, bottom = TMS.xy(w, s, truncate=True)
+    right, top = TMS.xy(e, n, truncate=True)
+    return {"lowerLeft": [left, bottom], "upperRight": [right, top], "crs": TMS_CRS}
 
 
 async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQuery) -> Response:

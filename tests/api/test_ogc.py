@@ -201,7 +201,13 @@ def test_a_raster_tileset_and_its_tiles_are_rtile_s(app: TestClient, key: str) -
     tileset = app.get(path_of(links_by_rel(summary)["self"]["href"])).json()
     assert tileset["crs"] == "http://www.opengis.net/def/crs/EPSG/0/3857"
     assert tileset["tileMatrixSetURI"] == TMS_URI
-    assert tileset["boundingBox"]["crs"] == CRS84
+    # in the tile matrix set's CRS, as GDAL reads it: the layer's bounds in EPSG:3857
+    box = tileset["boundingBox"]
+    assert box["crs"] == "http://www.opengis.net/def/crs/EPSG/0/3857"
+    collection = app.get(f"/api-user/ogc/collections/{RGB_ID}", params={"api_key": key}).json()
+    (bbox,) = collection["extent"]["spatial"]["bbox"]
+    expected = transform_bounds("EPSG:4326", "EPSG:3857", *bbox)
+    assert [*box["lowerLeft"], *box["upperRight"]] == pytest.approx(expected, abs=0.01)
     limits = {int(m["tileMatrix"]): m for m in tileset["tileMatrixSetLimits"]}
     assert sorted(limits) == list(range(10))  # the layer's zooms (its own is 9)
     assert limits[Z]["minTileRow"] <= ROW <= limits[Z]["maxTileRow"]
