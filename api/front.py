@@ -257,10 +257,11 @@ def _per_address_zones(settings: Settings) -> str:
 
 def _checked(settings: Settings) -> str:
     """The lines of ``@api`` that refuse a tile whose access check the checker refused (the
-    address past its pace: counted there, not counted again); none when that limit is off."""
+    address past its pace: counted there, not counted again; ``X-Front-Refused``, not the
+    API's own ``429``); none when that limit is off."""
     if not settings.front_rate_per_s:
         return ""
-    return """            if ($access_status = 429) {
+    return """            if ($access_refused) {
                 return 429;
             }
 """
@@ -287,8 +288,15 @@ def _access_checker(settings: Settings, run_dir: Path) -> str:
         proxy_set_header Connection "";
         proxy_set_header Host $http_host;
         proxy_ignore_headers {_ACCEL};
+        # its own refusal says so (the API's 429, the caller's tiles budget, goes on to the
+        # API's answer)
+        error_page 429 = @refused;
         location / {{
 {_per_address(settings, "checks")}            proxy_pass http://{_api(settings)};
+        }}
+        location @refused {{
+            add_header X-Front-Refused 1 always;
+            return 429;
         }}
     }}
 """
@@ -370,7 +378,7 @@ def _raster(settings: Settings) -> str:
             set $front_style $style;  # the subrequest sees the main request's variables
             auth_request /_front/access;
             auth_request_set $principal $upstream_http_x_principal;
-            auth_request_set $access_status $upstream_status;  # the checker's 429: @api
+            auth_request_set $access_refused $upstream_http_x_front_refused;  # for @api
             auth_request_set $tile_folder $upstream_http_x_tile_folder;
             # on to @tile after the access phase: limit_req runs before it, and the budget of
             # a caller with credentials is the principal the API named

@@ -671,17 +671,14 @@ def resumable(store: JobStore, style: str, lock_ttl_s: int, now: float) -> JobRe
     """
     last = LayerLock(store, style, lock_ttl_s).last()
     record = None if last is None else store.get(last)
-    if record is None or not PretileCounters(store.client, record.id, store.ttl_s).exists():
-        raise UnprocessableError(
-            f"layer {style} has no pre-tiling run to resume (none ran, or its progress"
-            " expired): start a new one"
-        )
-    if record.outcome == "succeeded" and not (record.result or {}).get("failed"):
-        raise ConflictError(
-            f"the last run of layer {style}, job {record.id}, succeeded: nothing to resume",
-            job_id=record.id,
-        )
-    if record.outcome is None:
+    unprocessable = UnprocessableError(
+        f"layer {style} has no pre-tiling run to resume (none ran, or its progress"
+        " expired): start a new one"
+    )
+    if record is None:
+        raise unprocessable
+    if record.outcome is None:  # going, or its workers gone: before its progress is looked
+        # at, which a run that has only just started has not written yet
         rate = record.params.get("max_tiles_per_s")
         quiet = max(RESUME_SILENT_S, 3 * CHUNK * CHUNK / rate) if rate else RESUME_SILENT_S
         silent = now - (record.heartbeat or record.created)
@@ -692,6 +689,13 @@ def resumable(store: JobStore, style: str, lock_ttl_s: int, now: float) -> JobRe
                 f" {quiet:.0f} s",
                 job_id=record.id,
             )
+    if not PretileCounters(store.client, record.id, store.ttl_s).exists():
+        raise unprocessable
+    if record.outcome == "succeeded" and not (record.result or {}).get("failed"):
+        raise ConflictError(
+            f"the last run of layer {style}, job {record.id}, succeeded: nothing to resume",
+            job_id=record.id,
+        )
     return record
 
 
