@@ -1073,9 +1073,9 @@ class Settings(Concern):
         ge=0,
         description="Requests a second the front passes to the API from one client address, "
         "whatever the route and credentials (anonymous tiles from its cache aside, which "
-        "`MAPSVC_RATE_TILES_PER_MIN` counts): more than `MAPSVC_FRONT_BURST` ahead of that "
-        "pace get nginx's own `429` at once, before the API spends any time on them "
-        "(`0`: no such limit)",
+        "`MAPSVC_RATE_TILES_PER_MIN` counts): past `MAPSVC_FRONT_BURST` ahead of that pace "
+        "they wait their turn in nginx, past `MAPSVC_FRONT_QUEUE` more they get nginx's own "
+        "`429` at once, before the API spends any time on them (`0`: no such limit)",
     )
     front_burst: int = Field(
         default=50,

@@ -186,15 +186,15 @@ def _lifted(text: str) -> tuple[str, list[Any]]:
     shapes: list[Any] = []
     at = 0
     for match in _LITERALS.finditer(text):
-        if match.group()[0] in "'\"":
-            continue
+        if match.group()[0] in "'\"" or match.start() < at:
+            continue  # a string, a name, or a literal inside the one just lifted
         depth, end = 0, None
         for paren in _PARENTHESES.finditer(text, match.end() - 1):
             depth += 1 if paren.group() == "(" else -1
             if depth == 0:
                 end = paren.end()
                 break
-        if end is None or match.start() < at:
+        if end is None:
             return text, []
         try:
             shape = shapely.wkt.loads(text[match.start() : end])

@@ -316,6 +316,7 @@ def test_geometry_literals_read_by_geos_are_the_ones_the_parser_reads(
     inside a string stays the string."""
     from shared.vector import cql as module
 
+    assert module._lifted(cql)[1], cql  # read by GEOS, not left to the parser
     lifted = parse_cql(cql, _LAYER)
     monkeypatch.setattr(module, "_lifted", lambda text: (text, []))
     parsed = parse_cql(cql, _LAYER)
