@@ -141,10 +141,10 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     from shared.tiles.stores import tile_stores
 
     raster = is_raster_layer(settings.dirs.mapnik, args.layer)
-    out: Path = args.out or Path(f"{args.layer}.{args.format}")
+    out: Path = args.out or Path(f"{args.layer}.{args.archive}")
     if args.s3:  # written as an export of the API, then uploaded under its name
         out = export_folder(settings.dirs.exports, args.layer) / export_name(
-            str(uuid.uuid4()), args.format
+            str(uuid.uuid4()), args.archive
         )
     try:
         geojson = json.loads(args.geojson.read_text()) if args.geojson else None
@@ -159,7 +159,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         job = ExportJob(
             args.layer,
             not raster,
-            args.format,
+            args.archive,
             args.tile_format,
             None if coverage is None else coverage.to_json(),
             args.minzoom,
@@ -339,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export", help="write a layer's tiles into an MBTiles or PMTiles file (as the job does)"
     )
     export.add_argument("layer", help="the layer: a raster layer's id, or a vector layer's")
-    export.add_argument("--format", choices=("mbtiles", "pmtiles"), default="mbtiles")
+    export.add_argument("--archive", choices=("mbtiles", "pmtiles"), default="mbtiles")
     export.add_argument("--minzoom", type=int, default=0, help="first zoom (default: 0)")
     export.add_argument(
         "--maxzoom", type=int, default=None, help="end zoom, excluded (default: the layer's + 1)"
@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument("--lang", default=None, help="label language (default: the setting)")
     output = export.add_mutually_exclusive_group()
     output.add_argument(
-        "--out", type=Path, default=None, help="the file (default: <layer>.<format> here)"
+        "--out", type=Path, default=None, help="the file (default: <layer>.<archive> here)"
     )
     output.add_argument(
         "--s3",

@@ -52,7 +52,9 @@ def add_commands(sub: Any) -> None:
     truncate.add_argument("--coverage-layer", help="a vector layer whose polygons are the coverage")
     truncate.add_argument("--where", help="CQL2-text filter of the coverage layer's rows")
     truncate.add_argument(
-        "--format", default=None, help="variants, comma-separated (png,webp@2x,…; default: all)"
+        "--tile-format",
+        default=None,
+        help="variants, comma-separated (png,webp@2x,…; default: all)",
     )
     truncate.add_argument(
         "--lang", default=None, help="languages, comma-separated (default: every one cached)"
@@ -73,7 +75,7 @@ def add_commands(sub: Any) -> None:
 
 
 def _query(args: argparse.Namespace) -> dict[str, str]:
-    names = ("minzoom", "maxzoom", *_COVERAGE, "format", "lang")
+    names = ("minzoom", "maxzoom", *_COVERAGE, "tile_format", "lang")
     query = {name: str(getattr(args, name, None)) for name in names}
     query = {k: v for k, v in query.items() if v != "None"}
     if getattr(args, "s3", False):

@@ -3,7 +3,8 @@
 A seeding run is a job of the API (its lock, plan, ceiling and event stream are the API's), so
 the command calls ``GET`` (or, with ``--geojson``, ``POST``) ``/gis-layer-pretile/<layer>`` with
 the caller's key, prints the plan (``--dryrun``) or follows the job's events to its last line;
-``--resume`` continues the layer's interrupted last run, ``--cancel`` cancels its runs.
+``--resume`` continues the layer's interrupted last run (``POST /seeds/<run>/resume``),
+``--cancel`` cancels its runs (``DELETE /seeds?layer=<layer>``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def add_command(sub: Any) -> None:
     seed.add_argument("--coverage-layer", help="a vector layer whose polygons are the coverage")
     seed.add_argument("--where", help="CQL2-text filter of the coverage layer's rows")
     seed.add_argument("--buffer", type=int, default=None, help="pixels around each tile")
-    seed.add_argument("--format", default=None, help="png (default), webp, jpg, each with @2x")
+    seed.add_argument("--tile-format", default=None, help="png (default), webp, jpg, each with @2x")
     seed.add_argument("--dryrun", action="store_true", help="print the plan, render nothing")
     seed.add_argument(
         "--refresh-before", help="render again cached tiles older than this: ISO time or age (7d)"
@@ -64,7 +65,7 @@ def _query(args: argparse.Namespace) -> dict[str, str]:
     if args.resume:
         return {"async": "1"}
     names = ("minzoom", "maxzoom", "bbox", "bbox_crs", "coverage_layer", "where", "buffer")
-    more = ("format", "refresh_before", "max_tiles_per_s")
+    more = ("tile_format", "refresh_before", "max_tiles_per_s")
     query = {name: str(getattr(args, name)) for name in (*names, *more)}
     query = {k: v for k, v in query.items() if v != "None"}
     return query | ({"dryrun": "1"} if args.dryrun else {"async": "1"})
@@ -117,13 +118,23 @@ def call_api(command: str, send: Callable[[], httpx.Response]) -> httpx.Response
 def _send(client: httpx.Client, args: argparse.Namespace) -> httpx.Response:
     url = f"/gis-layer-pretile/{args.layer}"
     if args.cancel:
-        return client.delete(f"/seeds/{args.layer}")
+        return client.delete("/seeds", params={"layer": args.layer})
     if args.resume:
-        return client.post(f"{url}/resume", params=_query(args))
+        last = client.get("/seeds", params={"layer": args.layer, "limit": 1})
+        if last.status_code != 200 or not last.json()["seeds"]:
+            return last if last.status_code != 200 else _no_run(last, args.layer)
+        run = last.json()["seeds"][0]["id"]
+        return client.post(f"/seeds/{run}/resume", params=_query(args))
     if args.geojson is not None:
         body = json.loads(args.geojson.read_text())
         return client.post(url, params=_query(args), json=body)
     return client.get(url, params=_query(args))
+
+
+def _no_run(answer: httpx.Response, layer: str) -> httpx.Response:
+    """A refusal as the API would say it: the layer has no run to resume."""
+    error = {"code": "unprocessable", "message": f"layer {layer} has no seeding run to resume"}
+    return httpx.Response(422, json={"error": error}, request=answer.request)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -9,7 +9,8 @@ routes of both mounts and the root (:func:`routes`), the OpenAPI document
 (``api.openapi.document``), and the nginx front's locations (``api.front``).
 
 Each request of an endpoint goes through one wrapper (:meth:`Endpoint.answer`): credentials →
-rule → budget → parameters → ``handler(request[, query][, body])``.
+rule → budget → parameters → ``handler(request[, query][, body])``. A query parameter the
+endpoint does not define is a ``400`` (:func:`api.fields.refuse_unknown`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from api.access import LAYER_KEY, Rule, is_public
 from api.authn import identify
 from api.bodies import FORM_MAX_BYTES, capped
 from api.errors import error_for
-from api.fields import Query, parse
+from api.fields import Query, parse, refuse_unknown
 from api.links import KEYED_KEY
 from api.quotas import Budget, caller_of
 from api.services import services, settings_of
@@ -72,6 +73,8 @@ class Endpoint:
         body: its body: a model (JSON, or a form with ``body_media``), or a request body
             object of the document when the handler reads the body itself (files).
         body_media: the media type of a ``body`` model.
+        body_optional: a request without a body (no ``Content-Type``, nothing sent) is
+            answered too: the handler gets None for the ``body`` model.
         answer: what it answers: a model (``200`` with that JSON), or response objects by
             status.
         errors: the error statuses it documents beyond those of its rule and budget.
@@ -84,6 +87,8 @@ class Endpoint:
         headers: header parameters of the document (the handler reads them).
         database: its handler queries PostgreSQL: a request holds one of its caller's database
             slots (:mod:`api.shares`) until its answer is sent.
+        ignores_unknown: the standard it follows says to ignore the query parameters it does not
+            define (WMS, WMTS, OAuth 2.0); other endpoints refuse them (``400``).
         own_credentials: it reads credentials of its own (a login form, client credentials):
             no user authentication runs before it.
         middleware: middleware around it alone, outside the wrapper (its refusals pass it
@@ -101,6 +106,7 @@ class Endpoint:
     query: type[Query] | None = None
     body: type[BaseModel] | Schema | None = None
     body_media: str = "application/json"
+    body_optional: bool = False
     answer: type[BaseModel] | Mapping[str, Schema] | None = None
     errors: tuple[int, ...] = ()
     error_media: str = "application/json"
@@ -110,6 +116,7 @@ class Endpoint:
     summary: str = ""
     headers: tuple[Schema, ...] = ()
     database: bool = False
+    ignores_unknown: bool = False
     own_credentials: bool = False
     middleware: tuple[Middleware, ...] = ()
     place: Place = "mounts"
@@ -185,11 +192,18 @@ class Endpoint:
     async def _arguments(self, request: Request) -> list[Any]:
         """The handler's arguments after the request: its query, then its body."""
         arguments: list[Any] = []
+        if not self.ignores_unknown:
+            refuse_unknown(self.query, request.query_params)
         if self.query is not None:
             settings = settings_of(request)
             arguments.append(parse(self.query, request.path_params, request.query_params, settings))
         if isinstance(self.body, type):
-            arguments.append(await _body(request, self.body, self.body_media))
+            headers = request.headers
+            empty = "content-type" not in headers and headers.get("content-length", "0") == "0"
+            if self.body_optional and empty:
+                arguments.append(None)
+            else:
+                arguments.append(await _body(request, self.body, self.body_media))
         return arguments
 
 

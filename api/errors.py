@@ -116,7 +116,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         else (
             f"no route {request.method} {request.url.path}"
             if exc.status_code == 404
-            else f"method {request.method} not allowed on {request.url.path}"
+            else f"method {request.method} not allowed on {request.url.path}; allowed:"
+            f" {(exc.headers or {}).get('Allow', '')}"
         )
     )
     response = error_response(request, exc.status_code, code, message)

@@ -41,6 +41,7 @@ __all__ = [
     "OneOf",
     "Flag",
     "JobQuery",
+    "KNOWN_EVERYWHERE",
     "Lang",
     "Query",
     "RasterId",
@@ -50,6 +51,7 @@ __all__ = [
     "layer_id",
     "parse",
     "raster_id",
+    "refuse_unknown",
     "stream_entry",
     "style_id",
     "setting_bounds",
@@ -90,11 +92,16 @@ class OneOf:
         return {"enum": sorted(operator.attrgetter(self.setting)(settings))}
 
 
+#: the query parameters every route knows: the credential (``api.authn`` reads it)
+KNOWN_EVERYWHERE = frozenset({"api_key"})
+
+
 class Query(BaseModel):
     """The parameters of a route: path and query, read from text.
 
-    Unknown query parameters are ignored (``api_key`` among them); defaults are validated, so a
-    :data:`Lang` left out becomes the default language.
+    A query parameter the model does not define is refused by the endpoint's wrapper
+    (:func:`refuse_unknown`). Defaults are validated, so a :data:`Lang` left out becomes the
+    default language.
     """
 
     model_config = ConfigDict(
@@ -274,7 +281,9 @@ def parse(
         InvalidInputError: a value the model refuses, or a setting's bound exceeded (400,
             ``detail.parameter`` names it).
     """
-    data: dict[str, Any] = {name: value for name, value in query.items() if value != ""}
+    data: dict[str, Any] = {
+        name: value for name, value in query.items() if value != "" and name not in KNOWN_EVERYWHERE
+    }
     getlist = getattr(query, "getlist", None)
     for name in _lists(model):  # a repeatable parameter: every value, in order
         values = getlist(name) if getlist is not None else [query.get(name, "")]
@@ -294,6 +303,33 @@ def parse(
                 f"{name} must be {_range(lo, most)}", parameter=name, value=value
             )
     return parsed
+
+
+def refuse_unknown(model: type[BaseModel] | None, query: Mapping[str, str]) -> None:
+    """Refuse the parameters of ``query`` that ``model`` (None: no model) does not define, but
+    for :data:`KNOWN_EVERYWHERE` (OGC API – Features' ``/req/core/query-param-unknown``, on
+    every route: a misspelt ``dryrun`` must not run the real thing).
+
+    Raises:
+        InvalidInputError: 400 naming them (``detail.parameter``: the first) and the known ones.
+    """
+    known = (frozenset() if model is None else _names(model)) | KNOWN_EVERYWHERE
+    unknown = sorted(name[:50] for name in query if name not in known)
+    if unknown:
+        said = ", ".join(unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
+        raise InvalidInputError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {said}; this route knows "
+            f"{', '.join(sorted(known))}",
+            parameter=unknown[0],
+        )
+
+
+@functools.cache
+def _names(model: type[BaseModel]) -> frozenset[str]:
+    """The parameter names of ``model`` (its fields' aliases, or names)."""
+    return frozenset(field.alias or name for name, field in model.model_fields.items())
 
 
 @functools.cache

@@ -454,11 +454,13 @@ class JobService:
         run_async: bool,
         dedup: bool = False,
         job_id: str | None = None,
+        layer: str | None = None,
     ) -> Response:
         """The heavy-endpoint reply: the job's result when it ends in time, else ``202``.
 
         The job is the one the request's endpoint declares (``Endpoint.job``), with
-        ``params``; ``run_async`` (its ``async=1``): ``202`` at once.
+        ``params``, about ``layer`` (default: the one the route's rule read); ``run_async`` (its
+        ``async=1``): ``202`` at once.
 
         Raises:
             MapsvcError: the job failed in time; its error, with the job id in the detail.
@@ -468,7 +470,8 @@ class JobService:
         declared = endpoint_of(request).job
         assert declared is not None, "the endpoint declares no job"
         kind, task_name = declared.kind, declared.task
-        ended, owner, layer = False, principal_of(request).id, layer_of(request) or ""
+        ended, owner = False, principal_of(request).id
+        layer = layer or layer_of(request) or ""
         if run_async or self.settings.jobs.wait_s <= 0:
             job_id = await self.enqueue(
                 kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer

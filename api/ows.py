@@ -167,11 +167,13 @@ def _media_type(service: Service) -> str:
 
 def ows_endpoint(service: Service) -> Callable[..., Endpoint]:
     """An endpoint of ``service``: a GET of the ``ows`` group, its names upper-cased and its
-    errors exception reports (:class:`KvpMiddleware`), documented as such."""
+    errors exception reports (:class:`KvpMiddleware`), documented as such; a parameter it does
+    not define is ignored (WMS 1.3.0 6.8.1's vendor parameters, and WMTS 1.0.0's)."""
     return functools.partial(
         Endpoint,
         "GET",
         tag="ows",
+        ignores_unknown=True,
         middleware=(Middleware(KvpMiddleware, service=service),),
         error_media=_media_type(service),
     )

@@ -121,7 +121,7 @@ def test_up_starts_api_worker_and_flower(settings: Settings, tmp_path: Path) -> 
         if shutil.which("nginx"):  # make run's nginx front takes the port, the API is behind it
             assert "behind nginx" in log.read_text()
             assert httpx.get(f"{base}/api-user/health").headers["server"] == "nginx"
-        probe = httpx.get(
+        probe = httpx.post(
             f"{base}/api-user/diag/probe?steps=2&delay_ms=10", headers=AUTH, timeout=30
         )
         assert probe.status_code == 200

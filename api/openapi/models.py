@@ -320,7 +320,7 @@ class ExportResult(_Body):
     """What an export job wrote: its file, where to download it, and its tiles."""
 
     layer: str
-    format: str = Field(description="`mbtiles` or `pmtiles`")
+    archive: str = Field(description="`mbtiles` or `pmtiles`")
     tile_format: str = Field(description="`png`, `webp`, `jpg` or `mvt`")
     file: str = Field(description="The file's name")
     url: str | None = Field(description="Where to download it (HTTP range requests served)")
@@ -329,8 +329,12 @@ class ExportResult(_Body):
     )
     bytes: int
     tiles: int = Field(description="Tiles written")
-    minzoom: int
-    maxzoom: int = Field(description="End zoom, excluded")
+    minzoom: int = Field(description="The first zoom it holds tiles of")
+    maxzoom: int = Field(
+        description="End zoom, excluded: one past the last zoom it holds tiles of (the"
+        " archive's own metadata names the last, as MBTiles and PMTiles do)"
+    )
+    zooms: list[int] = Field(description="The zooms it holds tiles of")
     bounds: list[float]
     plan: dict[str, Any]
 

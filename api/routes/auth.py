@@ -363,6 +363,7 @@ ENDPOINTS = [
         "POST",
         "/oauth/token",
         post_token,
+        ignores_unknown=True,  # RFC 6749 3.1, 3.2
         body=request_body(m.TokenForm, _FORM),
         answer={
             "200": json_body(m.Token, "The tokens"),
@@ -375,6 +376,7 @@ ENDPOINTS = [
         "GET",
         "/oauth/authorize",
         get_authorize,
+        ignores_unknown=True,  # RFC 6749 3.1, 3.2
         query=AuthorizeQuery,
         answer={
             "200": content("text/html", _HTML, "The login and consent page"),
@@ -386,6 +388,7 @@ ENDPOINTS = [
         "POST",
         "/oauth/authorize",
         post_authorize,
+        ignores_unknown=True,  # RFC 6749 3.1, 3.2
         body=m.AuthorizeForm,
         body_media=_FORM,
         answer={

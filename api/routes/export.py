@@ -60,7 +60,7 @@ class ExportQuery(CoverageQuery):
     """What to export: a layer, the archive, the tiles' format, a coverage and zooms."""
 
     id: str = Text(200, description=_LAYER_ID, examples=[RASTER_LAYER_EXAMPLE])
-    format: Literal["mbtiles", "pmtiles"] = Field(
+    archive: Literal["mbtiles", "pmtiles"] = Field(
         "mbtiles", description="The file: `mbtiles` (MBTiles 1.3) or `pmtiles` (PMTiles v3)"
     )
     minzoom: int = Field(0, ge=0, le=MAX_ZOOM, description="First zoom")
@@ -88,15 +88,15 @@ class ExportFileQuery(Query):
     name: str = Text(60, description="The file's name, as the export job's result gives it")
 
 
-async def get_layer_export(
-    request: Request, query: ExportQuery, body: CoverageBody | None = None
+async def post_layer_export(
+    request: Request, query: ExportQuery, body: CoverageBody | None
 ) -> Response:
     """Export a layer's tiles for a coverage and zooms as an MBTiles or PMTiles file.
 
     Raster tiles are those ``rtile`` answers (from the tile cache, the missing ones rendered
     and cached), vector tiles those of ``/vtile``. The coverage is pre-tiling's: ``bbox`` (in
-    ``bbox_crs``), the polygons of ``coverage_layer`` that ``where`` picks, or (``POST``) a
-    GeoJSON polygon; else the layer's bounds; ``buffer`` grows each tile. The result names the
+    ``bbox_crs``), the polygons of ``coverage_layer`` that ``where`` picks, or a GeoJSON polygon
+    (the body); else the layer's bounds; ``buffer`` grows each tile. The result names the
     file and its download URL (and with ``isS3=1`` its bucket and key). An export above
     ``MAPSVC_PRETILE_MAX_TILES`` tiles is ``422`` with the plan.
     """
@@ -107,14 +107,14 @@ async def get_layer_export(
     if query.is_s3:
         svc.tile_stores.pick(True)  # 503 now when object storage is not configured
     job_id = str(uuid.uuid4())
-    name = export_name(job_id, query.format)
+    name = export_name(job_id, query.archive)
     # the download route's path is this route's and the file's (its parameter ``name`` is
     # route_path's own)
-    path = f"{route_path(request, 'get_layer_export', id=query.id)}/files/{name}"
+    path = f"{route_path(request, 'post_layer_export', id=query.id)}/files/{name}"
     job = ExportJob(
         query.id,
         vector,
-        query.format,
+        query.archive,
         tile_format,
         coverage.to_json(),
         query.minzoom,
@@ -132,11 +132,6 @@ async def get_layer_export(
     return await svc.jobs.reply_locked(
         request, params, lock, "exported", run_async=query.run_async, job_id=job_id
     )
-
-
-async def post_layer_export(request: Request, query: ExportQuery, body: CoverageBody) -> Response:
-    """Export a layer's tiles over the GeoJSON polygon of the body."""
-    return await get_layer_export(request, query, body)
 
 
 async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Response:
@@ -207,16 +202,6 @@ _EXPORT = Rule("operator", layers=("id", "coverage_layer"))
 _EXPORTED = {"200": json_body(ExportResult, "The export: its file and download URL")}
 
 ENDPOINTS = [
-    _endpoint(
-        "/gis-layer-export/{id}",
-        get_layer_export,
-        rule=_EXPORT,
-        budget="jobs",
-        query=ExportQuery,
-        answer=_EXPORTED,
-        errors=(404, 409, 422),
-        job=Job("export", "tiles.export"),
-    ),
     Endpoint(
         "POST",
         "/gis-layer-export/{id}",
@@ -225,6 +210,7 @@ ENDPOINTS = [
         budget="jobs",
         query=ExportQuery,
         body=CoverageBody,
+        body_optional=True,
         answer=_EXPORTED,
         errors=(404, 409, 422),
         job=Job("export", "tiles.export"),

@@ -163,7 +163,7 @@ async def get_events(request: Request, query: EventsQuery) -> Response:
     )
 
 
-async def get_probe(request: Request, query: ProbeQuery) -> Response:
+async def post_probe(request: Request, query: ProbeQuery) -> Response:
     """The pipeline probe: a job that only reports.
 
     The heavy-endpoint reply: its result, or ``202`` with the job. Off unless
@@ -248,9 +248,10 @@ ENDPOINTS = [
         headers=(_last_event_id(),),
         answer=_SSE,
     ),
-    _get(
+    _endpoint(
+        "POST",
         "/diag/probe",
-        get_probe,
+        post_probe,
         rule=Rule("operator"),
         budget="jobs",  # it starts jobs like any other
         query=ProbeQuery,

@@ -135,18 +135,6 @@ class ItemsQuery(CollectionQuery):
     crs: _Crs | None = Field(None, description="Output CRS (default CRS84)")
 
 
-def _known(request: Request, model: type[Query]) -> None:
-    """Refuse a query parameter the endpoint does not define (OGC API – Features Part 1,
-    ``/req/core/query-param-unknown``); ``api_key`` is a credential."""
-    names = {field.alias or name for name, field in model.model_fields.items()} | {"api_key"}
-    unknown = sorted(set(request.query_params) - names)
-    if unknown:
-        raise InvalidInputError(
-            f"unknown parameter {unknown[0][:50]}; known: {', '.join(sorted(names))}",
-            parameter=unknown[0][:50],
-        )
-
-
 async def _collection(request: Request, collection_id: str) -> VectorLayer:
     """The vector layer of a collection (the rule checked that the caller sees it).
 
@@ -204,7 +192,6 @@ async def get_ogc_items(request: Request, query: ItemsQuery) -> Response:
     Filtered by ``bbox`` and a CQL2-text ``filter``, paged by ``limit`` and ``offset`` with
     ``next``/``prev`` links; ``numberMatched`` counts every match.
     """
-    _known(request, ItemsQuery)
     svc = services(request)
     settings = svc.settings.vector
     layer = await _collection(request, query.collectionId)
@@ -242,7 +229,6 @@ async def get_ogc_item(request: Request, query: ItemQuery) -> Response:
 
     Its id is the layer's primary key: a layer without one has no feature ids (``404``).
     """
-    _known(request, ItemQuery)
     svc = services(request)
     settings = svc.settings.vector
     layer = await _collection(request, query.collectionId)
@@ -285,7 +271,6 @@ async def get_ogc_queryables(request: Request, query: CollectionQuery) -> JSONRe
 
     Each field with its type, and the geometry.
     """
-    _known(request, CollectionQuery)
     layer = await _collection(request, query.collectionId)
     path = route_path(request, "get_ogc_queryables", collectionId=layer.id)
     schema = {

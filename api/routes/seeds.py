@@ -1,4 +1,5 @@
-"""The seeds collection: pre-tiling runs with their progress, cancelled by layer, resumed.
+"""The seeds collection: pre-tiling runs with their progress; one run read, cancelled or
+resumed (``/seeds/{run}``), every run of a layer cancelled (``DELETE /seeds?layer=``).
 
 GeoWebCache's ``/rest/seed`` is the anchor: the runs going (and those ended, while their
 records are kept) with done, total, remaining, rate and ETA; all the runs of a layer cancelled
@@ -20,12 +21,12 @@ from starlette.responses import JSONResponse, Response
 
 from api.access import Rule, principal_of
 from api.endpoint import Endpoint, Job
-from api.fields import Flag, JobQuery, Query, Text, style_id
+from api.fields import Flag, JobQuery, Query, Text, job_id
 from api.jobs import JobQuery as Selection
 from api.openapi.answers import json_body
-from api.openapi.models import PretileResult, SeedList, SeedsCancelled
+from api.openapi.models import PretileResult, Seed, SeedList, SeedsCancelled
 from api.services import services
-from shared.errors import ConflictError
+from shared.errors import ConflictError, NotFoundError
 from shared.jobs import JobStore
 from shared.raster.paths import MAX_ID_CHARS
 from shared.tiles.coverage import Coverage
@@ -49,15 +50,19 @@ class SeedsQuery(Query):
 
 
 class LayerSeedsQuery(Query):
-    """A layer whose runs are named."""
+    """The layer whose runs are cancelled."""
 
-    id: str = style_id()
+    layer: str = Text(MAX_ID_CHARS, description="Cancel the runs of this layer")
 
 
-class ResumeQuery(JobQuery):
-    """The layer whose last run goes on."""
+class RunQuery(Query):
+    """A seeding run by id (its job's)."""
 
-    id: str = style_id()
+    run: str = job_id()
+
+
+class ResumeQuery(RunQuery, JobQuery):
+    """The run that goes on in a new job."""
 
 
 def _progress(store: JobStore, job: dict[str, Any]) -> dict[str, Any]:
@@ -124,31 +129,64 @@ async def list_seeds(request: Request, query: SeedsQuery) -> JSONResponse:
     return JSONResponse({"seeds": seeds, "limit": query.limit, "offset": query.offset})
 
 
-async def delete_layer_seeds(request: Request, query: LayerSeedsQuery) -> JSONResponse:
+async def _run(request: Request, run: str) -> dict[str, Any]:
+    """The job descriptor of seeding run ``run``.
+
+    Raises:
+        NotFoundError: no such job, one the caller may not see (the job store judges, as for
+            ``/jobs/{id}``), or a job that is not a pre-tiling run.
+    """
+    job = await services(request).jobs.describe(run, request)
+    if job["kind"] != "pretile":
+        raise NotFoundError(f"job {run} is not a seeding run: see /jobs/{run}")
+    return job
+
+
+async def get_seed(request: Request, query: RunQuery) -> JSONResponse:
+    """A pre-tiling run with its progress (as in the collection)."""
+    job = await _run(request, query.run)
+    store = services(request).jobs.store
+    return JSONResponse(await run_in_threadpool(_progress, store, job))
+
+
+async def delete_seed(request: Request, query: RunQuery) -> JSONResponse:
+    """Cancel a run: it frees its layer at once; ``200`` when it ended now (it was queued),
+    ``202`` when its chunks running finish first (those queued only count themselves
+    cancelled)."""
+    await _run(request, query.run)
+    jobs = services(request).jobs
+    ended = await jobs.cancel(query.run, principal_of(request))
+    job = await jobs.describe(query.run, request)
+    seed = await run_in_threadpool(_progress, jobs.store, job)
+    return JSONResponse(seed, 200 if ended else 202)
+
+
+async def delete_seeds(request: Request, query: LayerSeedsQuery) -> JSONResponse:
     """Cancel every run of a layer not ended (queued ones end now, running ones at their next
     chunk); the ids of those cancelled."""
     svc = services(request)
-    svc.tiles.style(query.id)  # 404 for a layer that is not one
+    svc.tiles.style(query.layer)  # 404 for a layer that is not one
     cancelled = []
-    for job in await _runs(request, query.id, True, 200, 0):
+    for job in await _runs(request, query.layer, True, 200, 0):
         await svc.jobs.cancel(job["id"], principal_of(request))
         cancelled.append(job["id"])
-    return JSONResponse({"layer": query.id, "cancelled": cancelled})
+    return JSONResponse({"layer": query.layer, "cancelled": cancelled})
 
 
-async def post_layer_pretile_resume(request: Request, query: ResumeQuery) -> Response:
-    """Continue the layer's interrupted run in a new job: only the chunks it did not finish
-    clean are made (a crash, killed workers, a cancellation, failed chunks).
+async def post_seed_resume(request: Request, query: ResumeQuery) -> Response:
+    """Continue an interrupted run in a new job: only the chunks it did not finish clean are
+    made (a crash, killed workers, a cancellation, failed chunks).
 
-    The run may have ended (failed, cancelled) or still say ``running`` while silent for 30 s
-    (its workers are gone): that job is then ended, naming the new one. The new job has the
-    old one's parameters and plan; its result counts the tiles done before as ``resumed``.
+    The run must be its layer's last. It may have ended (failed, cancelled) or still say
+    ``running`` while silent for 30 s (its workers are gone): that job is then ended, naming
+    the new one. The new job has the old one's parameters and plan; its result counts the tiles
+    done before as ``resumed``.
     """
+    await _run(request, query.run)
     svc = services(request)
-    style = query.id
-    svc.tiles.style(style)
     store, ttl = svc.jobs.store, svc.settings.jobs.time_limit_s
-    old = await run_in_threadpool(resumable, store, style, ttl, time.time())
+    old = await run_in_threadpool(resumable, store, query.run, ttl, time.time())
+    style = old.params["style"]
     job_id = str(uuid.uuid4())
     lock = LayerLock(store, style, ttl)
     # the old run's lock first, in one step: a resume that loses a race ends nothing
@@ -158,15 +196,18 @@ async def post_layer_pretile_resume(request: Request, query: ResumeQuery) -> Res
     await run_in_threadpool(supersede, store, old, job_id)
     params = {**old.params, "resume_of": old.id}
     try:
-        return await svc.jobs.reply(request, params, run_async=query.run_async, job_id=job_id)
+        return await svc.jobs.reply(
+            request, params, run_async=query.run_async, job_id=job_id, layer=style
+        )
     except Exception:
         await run_in_threadpool(lock.release, job_id)
         raise
 
 
 _get = functools.partial(Endpoint, "GET", tag="tiles")
-#: who pre-tiles the layer (and its coverage's) manages its runs
-_PRETILE = Rule("operator", layers=("id",))
+
+#: a seeding run (the job store judges who may see it, as for /jobs/{id})
+_RUN = Rule("operator")
 
 ENDPOINTS = [
     _get(
@@ -179,20 +220,43 @@ ENDPOINTS = [
     ),
     Endpoint(
         "DELETE",
-        "/seeds/{id}",
-        delete_layer_seeds,
-        rule=_PRETILE,
+        "/seeds",
+        delete_seeds,
+        rule=Rule("operator", layers=("layer",)),
         budget="jobs",
         query=LayerSeedsQuery,
         answer={"200": json_body(SeedsCancelled, "The ids of the runs cancelled")},
         errors=(404,),
         tag="tiles",
     ),
+    _get(
+        "/seeds/{run}",
+        get_seed,
+        rule=_RUN,
+        budget="data",
+        query=RunQuery,
+        answer={"200": json_body(Seed, "The run with its progress")},
+        errors=(404,),
+    ),
+    Endpoint(
+        "DELETE",
+        "/seeds/{run}",
+        delete_seed,
+        rule=_RUN,
+        budget="jobs",
+        query=RunQuery,
+        answer={
+            "200": json_body(Seed, "The run, ended now (it was queued)"),
+            "202": json_body(Seed, "The run, stopping: its layer is free already"),
+        },
+        errors=(404, 409),
+        tag="tiles",
+    ),
     Endpoint(
         "POST",
-        "/gis-layer-pretile/{id}/resume",
-        post_layer_pretile_resume,
-        rule=_PRETILE,
+        "/seeds/{run}/resume",
+        post_seed_resume,
+        rule=_RUN,
         budget="jobs",
         query=ResumeQuery,
         answer={"200": json_body(PretileResult, "The resumed run's result")},

@@ -63,7 +63,7 @@ class SweepQuery(CoverageQuery):
 class TruncateQuery(SweepQuery):
     """What to truncate: a layer, a coverage, zooms, variants, languages and the cache."""
 
-    format: Annotated[str | None, AfterValidator(_variants)] = Field(
+    tile_format: Annotated[str | None, AfterValidator(_variants)] = Field(
         None,
         max_length=200,
         description="The variants removed, comma-separated as tile URLs end (`png`, `webp@2x`,"
@@ -135,14 +135,14 @@ def _names(text: str | None) -> list[str] | None:
     return None if text is None else sorted({name.strip() for name in text.split(",")})
 
 
-async def get_layer_truncate(
-    request: Request, query: TruncateQuery, body: CoverageBody | None = None
+async def post_layer_truncate(
+    request: Request, query: TruncateQuery, body: CoverageBody | None
 ) -> Response:
     """Remove a layer's cached tiles for a coverage, zooms, variants and languages.
 
     The coverage is pre-tiling's: ``bbox`` (in ``bbox_crs``), the polygons of ``coverage_layer``
-    that ``where`` picks, or (``POST``) a GeoJSON polygon; without one, every tile. Every variant
-    and every language cached go, unless ``format`` or ``lang`` names some; ``isS3=1``: the
+    that ``where`` picks, or a GeoJSON polygon (the body); without one, every tile. Every variant
+    and every language cached go, unless ``tile_format`` or ``lang`` names some; ``isS3=1``: the
     bucket's tiles. A vector layer's tiles are the API's cached answers and the front's.
     ``dryrun=1`` answers the coverage's tiles per zoom.
     """
@@ -150,8 +150,8 @@ async def get_layer_truncate(
     coverage = await coverage_of(request, query, body)
     variants = (
         None
-        if query.format is None
-        else sorted({TileVariant.from_name(name).name for name in _names(query.format) or []})
+        if query.tile_format is None
+        else sorted({TileVariant.from_name(n).name for n in _names(query.tile_format) or []})
     )
     return await _sweep(
         request,
@@ -162,13 +162,6 @@ async def get_layer_truncate(
         variants=variants,
         langs=_names(query.lang),
     )
-
-
-async def post_layer_truncate(
-    request: Request, query: TruncateQuery, body: CoverageBody
-) -> Response:
-    """Remove a layer's cached tiles meeting the GeoJSON polygon of the body."""
-    return await get_layer_truncate(request, query, body)
 
 
 async def post_layer_expire(request: Request, query: ExpireQuery) -> Response:
@@ -239,18 +232,6 @@ _EXPIRY_BODY = {
 
 ENDPOINTS = [
     Endpoint(
-        "GET",
-        "/gis-layer-truncate/{id}",
-        get_layer_truncate,
-        rule=_RULE,
-        budget="jobs",
-        query=TruncateQuery,
-        answer=_SWEPT,
-        errors=(404, 422),
-        job=_TRUNCATE,
-        tag="tiles",
-    ),
-    Endpoint(
         "POST",
         "/gis-layer-truncate/{id}",
         post_layer_truncate,
@@ -258,6 +239,7 @@ ENDPOINTS = [
         budget="jobs",
         query=TruncateQuery,
         body=CoverageBody,
+        body_optional=True,
         answer=_SWEPT,
         errors=(404, 413, 422),
         job=_TRUNCATE,

@@ -174,7 +174,7 @@ class PretileQuery(CoverageQuery):
     minzoom: int = Field(DEFAULT_MINZOOM, ge=0, le=MAX_ZOOM, description="First zoom")
     maxzoom: int = Field(DEFAULT_MAXZOOM, ge=1, le=MAX_ZOOM + 1, description="End zoom, excluded")
     lang: Lang = Field("", description="Label language (a configured language tag)")
-    format: Annotated[
+    tile_format: Annotated[
         str,
         AfterValidator(_variant_name),
         WithJsonSchema({"type": "string", "enum": [v.name for v in VARIANTS]}),
@@ -352,12 +352,6 @@ async def get_tile_access(request: Request, query: TileAccessQuery) -> Response:
     sent; and counts the tiles budget per principal. A query with anything else (``nocache``,
     ``bbox``, …) is ``400``: the tile route answers it itself.
     """
-    other = sorted(set(request.query_params) - ACCESS_QUERY)
-    if other:
-        raise InvalidInputError(
-            f"{other[0]}: the access check reads api_key and the rendering parameters only",
-            parameter=other[0],
-        )
     info = services(request).tiles.style(query.style)  # 404 for an unknown style
     headers = {"X-Principal": principal_of(request).id}
     folder = rendering_folder(query.rendering(info.band_count))
@@ -410,7 +404,8 @@ async def get_layer_pretile(
 ) -> Response:
     """Pre-tile a layer (spec 4.2); ``dryrun=1`` answers the plan.
 
-    ``format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with ``@2x``.
+    ``tile_format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with
+    ``@2x``.
     Only the tiles that meet the coverage are made: ``bbox`` (in ``bbox_crs``), the polygons of
     ``coverage_layer`` that ``where`` picks, or (``POST``) a GeoJSON polygon; else the layer's
     footprint. ``buffer`` grows each tile by that many pixels.
@@ -450,7 +445,7 @@ async def get_layer_pretile(
         "maxzoom": query.maxzoom,
         "refresh": query.nocache,
         "s3": query.is_s3,
-        "variant": TileVariant.from_name(query.format).name,
+        "variant": TileVariant.from_name(query.tile_format).name,
     }
     if coverage is not None:
         params["coverage"] = coverage.to_json()

@@ -423,6 +423,7 @@ def _write(
     progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
     pace = _Pace(progress, plan["total"])
     written = size = 0
+    held: set[int] = set()  # the zooms of the tiles written
     _prune(path.parent)
     _check_room(path, limits, size)
     with atomic_path(path) as tmp:
@@ -434,6 +435,7 @@ def _write(
                     for tile, data in zip(batch, source.get(batch), strict=True):
                         if data:
                             archive.add(tile, data)
+                            held.add(z)
                             written += 1
                             size += len(data)
                     _check_room(path, limits, size)
@@ -444,6 +446,8 @@ def _write(
                     f"no tile of layer {job.layer} has data in the coverage and zooms",
                     bounds=list(coverage.bounds),
                 )
+            # the zooms it holds, in the archive's words (MBTiles and PMTiles: the last one)
+            info = {**info, "minzoom": min(held), "maxzoom": max(held)}
             archive.close(info)
         except BaseException:
             archive.abort()
@@ -452,15 +456,16 @@ def _write(
     progress.line(f"Done: {written} tiles, {size} bytes in {path.name}")
     return {
         "layer": job.layer,
-        "format": job.archive,
+        "archive": job.archive,
         "tile_format": job.tile_format,
         "file": path.name,
         "url": job.url or None,
         "bytes": size,
         "tiles": written,
         **source.counts,
-        "minzoom": job.minzoom,
-        "maxzoom": maxzoom,
+        "minzoom": min(held),
+        "maxzoom": max(held) + 1,
+        "zooms": sorted(held),
         "bounds": info["bounds"],
         "plan": plan,
     }

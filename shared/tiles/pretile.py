@@ -22,7 +22,13 @@ from typing import Any, cast
 
 import redis
 
-from shared.errors import ConflictError, InvalidInputError, UnavailableError, UnprocessableError
+from shared.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+    UnprocessableError,
+)
 from shared.jobs import COUNT_IF_EXISTS, FINISH_ERROR, JobRecord, JobStore
 from shared.tiles.coverage import Coverage
 from shared.tiles.grid import MAX_ZOOM, TileAddress
@@ -656,27 +662,32 @@ class RunSlots:
 RESUME_SILENT_S = 30.0
 
 
-def resumable(store: JobStore, style: str, lock_ttl_s: int, now: float) -> JobRecord:
-    """The layer's last run, when a new job may continue it.
+def resumable(store: JobStore, run: str, lock_ttl_s: int, now: float) -> JobRecord:
+    """Run ``run`` (a pre-tiling job's id), when a new job may continue it.
 
-    A run that succeeded with failed tiles may be resumed (the new job makes them); so may one
-    that ended without succeeding (failed, cancelled, ended by the watchdog) may be
-    resumed while its progress is kept (the events' TTL); so may a run still ``running`` but
-    silent for :data:`RESUME_SILENT_S` (its workers were killed, say); a paced run's steps come
-    further apart, so its silence must be three of them.
+    It must be its layer's last run. A run that succeeded with failed tiles may be resumed (the
+    new job makes them); so may one that ended without succeeding (failed, cancelled, ended by
+    the watchdog) while its progress is kept (the events' TTL); so may a run still ``running``
+    but silent for :data:`RESUME_SILENT_S` (its workers were killed, say); a paced run's steps
+    come further apart, so its silence must be three of them.
 
     Raises:
-        UnprocessableError: the layer has no run to resume, or its progress expired.
-        ConflictError: its last run succeeded, or is going.
+        NotFoundError: no pre-tiling run of that id.
+        UnprocessableError: its progress expired.
+        ConflictError: it is not its layer's last run, it succeeded, or it is going.
     """
+    record = store.get(run)
+    style = None if record is None else record.params.get("style")
+    if record is None or record.kind != "pretile" or not isinstance(style, str):
+        raise NotFoundError(f"no seeding run {run}")
     last = LayerLock(store, style, lock_ttl_s).last()
-    record = None if last is None else store.get(last)
+    if last != record.id:
+        raise ConflictError(
+            f"run {run} is not the last of layer {style}: resume {last}", job_id=last
+        )
     unprocessable = UnprocessableError(
-        f"layer {style} has no pre-tiling run to resume (none ran, or its progress"
-        " expired): start a new one"
+        f"the progress of run {run} expired: start a new run of layer {style}"
     )
-    if record is None:
-        raise unprocessable
     if record.outcome is None:  # going, or its workers gone: before its progress is looked
         # at, which a run that has only just started has not written yet
         rate = record.params.get("max_tiles_per_s")
@@ -693,7 +704,7 @@ def resumable(store: JobStore, style: str, lock_ttl_s: int, now: float) -> JobRe
         raise unprocessable
     if record.outcome == "succeeded" and not (record.result or {}).get("failed"):
         raise ConflictError(
-            f"the last run of layer {style}, job {record.id}, succeeded: nothing to resume",
+            f"run {record.id} of layer {style} succeeded: nothing to resume",
             job_id=record.id,
         )
     return record

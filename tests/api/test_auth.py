@@ -106,7 +106,7 @@ def test_without_credentials_only_the_open_routes_answer(anon: TestClient) -> No
         ("GET", f"/api-user/gis-raster-info/{RGB_ID}"),
         ("GET", "/api-user/geocode?q=Kyiv"),
         ("GET", "/api-user/events"),
-        ("GET", "/api-user/diag/probe"),  # a job start
+        ("POST", "/api-user/diag/probe"),  # a job start
         ("DELETE", f"/api-user/jobs/{uuid.uuid4()}"),
         ("GET", "/api-user/users"),
         ("GET", tile_url(MOSAIC_ID, 8, 72, 110)),  # not a public layer
@@ -240,7 +240,7 @@ def test_delete_revokes_a_key_which_stays_listed_as_revoked(anon: TestClient) ->
 
 def test_roles_and_layer_limits(anon: TestClient) -> None:
     reader = new_key(anon, "reader")
-    r = anon.get("/api-user/diag/probe", headers=bearer(reader))  # starting a job: operator
+    r = anon.post("/api-user/diag/probe", headers=bearer(reader))  # starting a job: operator
     assert r.status_code == 403
     assert_error(r.json(), "forbidden")
     assert anon.get("/api-user/users", headers=bearer(reader)).status_code == 403
@@ -603,7 +603,7 @@ def test_the_admin_api_refuses_malformed_parameters_and_bodies(anon: TestClient)
 
 def test_a_job_is_its_creators_and_the_operators(anon: TestClient, worker: object) -> None:
     operator = new_key(anon, "operator")
-    r = anon.get("/api-user/diag/probe?steps=1&async=1", headers=bearer(operator))
+    r = anon.post("/api-user/diag/probe?steps=1&async=1", headers=bearer(operator))
     assert r.status_code == 202, r.text
     job = r.headers["x-job-id"]
     assert anon.get(f"/api-user/jobs/{job}", headers=bearer(operator)).status_code in (200, 202)

@@ -19,7 +19,7 @@ ELAPSED = re.compile(r" \d+ms$")
 
 
 def start_probe(base: str, steps: int, delay_ms: int) -> str:
-    r = httpx.get(
+    r = httpx.post(
         f"{base}/api-user/diag/probe?steps={steps}&delay_ms={delay_ms}&async=1", headers=AUTH
     )
     assert r.status_code == 202
@@ -152,7 +152,7 @@ def test_idle_stream_sends_keepalive_comments(
 def test_failed_job_stream_ends_with_its_error(
     live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    r = httpx.get(
+    r = httpx.post(
         f"{live_server}/api-user/diag/probe?steps=3&delay_ms=10&fail_at=3&async=1", headers=AUTH
     )
     texts = [f.data for f in read_job_lines(live_server, r.json()["id"])]

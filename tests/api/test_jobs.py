@@ -23,7 +23,7 @@ pytestmark = pytest.mark.worker
 def test_probe_answers_result_when_done_in_time(
     client: TestClient, worker: subprocess.Popen[bytes]
 ) -> None:
-    r = client.get("/api-user/diag/probe?steps=3&delay_ms=10")
+    r = client.post("/api-user/diag/probe?steps=3&delay_ms=10")
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["steps"] == 3
@@ -42,7 +42,7 @@ def test_probe_answers_result_when_done_in_time(
 def test_async_answers_202_with_descriptor(
     client: TestClient, worker: subprocess.Popen[bytes]
 ) -> None:
-    r = client.get("/api/v1/diag/probe?steps=2&delay_ms=50&async=1")
+    r = client.post("/api/v1/diag/probe?steps=2&delay_ms=50&async=1")
     assert r.status_code == 202
     job = r.json()
     assert job["state"] in {"queued", "running"}
@@ -62,7 +62,7 @@ def test_slow_job_answers_202_after_job_wait(
     quick = settings.model_copy(update={"job_wait_s": 0.5})
     with admin_client(create_app(quick)) as tc:
         t0 = time.monotonic()
-        r = tc.get("/api-user/diag/probe?steps=10&delay_ms=200")
+        r = tc.post("/api-user/diag/probe?steps=10&delay_ms=200")
         waited = time.monotonic() - t0
         assert r.status_code == 202
         assert 0.4 < waited < 3
@@ -71,7 +71,7 @@ def test_slow_job_answers_202_after_job_wait(
 
 
 def test_failed_job_gives_its_error(client: TestClient, worker: subprocess.Popen[bytes]) -> None:
-    r = client.get("/api-user/diag/probe?steps=3&delay_ms=10&fail_at=2")
+    r = client.post("/api-user/diag/probe?steps=3&delay_ms=10&fail_at=2")
     assert r.status_code == 422
     error = assert_error(r.json(), "unprocessable")
     assert error["message"] == "probe failed on purpose at step 2"
@@ -96,7 +96,7 @@ def test_failed_job_gives_its_error(client: TestClient, worker: subprocess.Popen
 def test_bad_probe_parameters_are_400(
     client: TestClient, query: str, parameter: str | None
 ) -> None:
-    r = client.get(f"/api-user/diag/probe?{query}")
+    r = client.post(f"/api-user/diag/probe?{query}")
     assert r.status_code == 400
     error = assert_error(r.json(), "invalid-input")
     if parameter:
@@ -133,7 +133,7 @@ def test_malformed_job_id_is_400(client: TestClient) -> None:
 
 
 def test_cancel_running_job(client: TestClient, worker: subprocess.Popen[bytes]) -> None:
-    job_id = client.get("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
+    job_id = client.post("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
     assert wait_running(client, job_id)["state"] == "running"
     r = client.delete(f"/api-user/jobs/{job_id}")
     assert r.status_code == 202
@@ -152,10 +152,10 @@ def test_cancel_queued_job_ends_it_at_once(
 ) -> None:
     # two pool processes: two long jobs keep them busy, the third waits in the queue
     busy = [
-        client.get("/api-user/diag/probe?steps=30&delay_ms=100&async=1").json()["id"]
+        client.post("/api-user/diag/probe?steps=30&delay_ms=100&async=1").json()["id"]
         for _ in range(2)
     ]
-    queued = client.get("/api-user/diag/probe?steps=1&delay_ms=0&async=1").json()["id"]
+    queued = client.post("/api-user/diag/probe?steps=1&delay_ms=0&async=1").json()["id"]
     for job_id in busy:
         wait_running(client, job_id)
     assert client.get(f"/api-user/jobs/{queued}").json()["state"] == "queued"
@@ -195,7 +195,7 @@ def test_the_jobs_collection_lists_pages_and_filters(
     kind = "probe"
     ids = []
     for _ in range(3):
-        r = client.get("/api-user/diag/probe?steps=1&delay_ms=1&async=1")
+        r = client.post("/api-user/diag/probe?steps=1&delay_ms=1&async=1")
         assert r.status_code == 202
         ids.append(r.json()["id"])
         time.sleep(0.01)  # distinct creation times
@@ -273,7 +273,7 @@ def test_a_job_carries_the_request_id_into_its_record_and_its_log_lines(
     client: TestClient, worker: subprocess.Popen[bytes], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     trace = f"trace-{uuid.uuid4().hex[:12]}"
-    r = client.get(
+    r = client.post(
         "/api-user/diag/probe?steps=1&delay_ms=1&async=1", headers={"X-Request-ID": trace}
     )
     assert r.headers["x-request-id"] == trace

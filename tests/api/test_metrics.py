@@ -68,7 +68,8 @@ def test_metrics_go_up_by_exactly_what_was_done(
     api: str, settings: Settings, psettings: Settings
 ) -> None:
     (settings.dirs.rtile / RGB_ID / "en" / "10" / "290" / "442.png").unlink(missing_ok=True)
-    get = httpx.Client(base_url=api, headers=AUTH, timeout=60).get
+    http = httpx.Client(base_url=api, headers=AUTH, timeout=60)
+    get, post = http.get, http.post
     before = scrape(api)
 
     # a tile rendered (a miss), then read from the cache (a hit); a bad key on it: refused
@@ -88,8 +89,8 @@ def test_metrics_go_up_by_exactly_what_was_done(
     finally:
         fakes.MODE.clear()
     # a job that succeeds, one that fails, and a path no route has
-    assert get("/api/v1/diag/probe?steps=2&delay_ms=10").status_code == 200
-    assert get("/api/v1/diag/probe?steps=2&delay_ms=10&fail_at=1").status_code == 422
+    assert post("/api/v1/diag/probe?steps=2&delay_ms=10").status_code == 200
+    assert post("/api/v1/diag/probe?steps=2&delay_ms=10&fail_at=1").status_code == 422
     assert get(f"/api-user/nothing-here/{RGB_ID}").status_code == 404
     # a job that fans out (pre-tiling's chunks end it): counted once, when its last chunk ends
     pretiled = get(f"/api-user/gis-layer-pretile/{RGB_ID}?minzoom=3&maxzoom=5&nocache=1")
@@ -106,8 +107,8 @@ def test_metrics_go_up_by_exactly_what_was_done(
     assert delta(requests, route="/api-user/geojson/{layer}", method="GET", status="2xx") == 1
     assert delta(requests, route="/api-user/geocode", method="GET", status="2xx") == 1
     assert delta(requests, route="/api-user/geocode", method="GET", status="5xx") == 1
-    assert delta(requests, route="/api/v1/diag/probe", method="GET", status="2xx") == 1
-    assert delta(requests, route="/api/v1/diag/probe", method="GET", status="4xx") == 1
+    assert delta(requests, route="/api/v1/diag/probe", method="POST", status="2xx") == 1
+    assert delta(requests, route="/api/v1/diag/probe", method="POST", status="4xx") == 1
     assert delta(requests, route="unmatched", method="GET", status="4xx") == 1
     seconds = "mapsvc_http_request_duration_seconds"
     tile_labels = {"route": TILE_ROUTE, "method": "GET", "status": "2xx"}

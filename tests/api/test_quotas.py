@@ -206,7 +206,7 @@ def test_budget_table() -> None:
         ("GET", "/api-user/dzk.api"): "providers",
         ("GET", "/api-user/gis-url-proxy"): "providers",
         ("POST", "/api-user/pdf-merge"): "jobs",
-        ("GET", "/api-user/diag/probe"): "jobs",
+        ("POST", "/api-user/diag/probe"): "jobs",
         ("GET", "/api-user/openapi.json"): "documents",
         ("GET", "/api-user/jobs/abc/events"): "data",
         ("POST", "/api-user/oauth/token"): "auth",

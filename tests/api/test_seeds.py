@@ -129,7 +129,7 @@ def test_a_failing_chunk_is_retried_then_its_tiles_are_listed_and_the_run_goes_o
         (10, 0),
     }
     # a resume makes the failed tiles (and only their chunk is looked at again)
-    r = client.post(f"{PRETILE}/{scene}/resume")
+    r = client.post(f"/api-user/seeds/{job_id}/resume")
     assert r.status_code == 200, r.text
     resumed = r.json()
     assert (resumed["resumed_of"], resumed["failed"]) == (job_id, 0)
@@ -163,10 +163,20 @@ def test_the_seeds_collection_shows_progress_and_cancels_a_layers_runs(
     xs = [p[0] for p in run["coverage"]["geometry"]["coordinates"][0]]
     assert (min(xs), max(xs)) == (-78.5, -77.0)
 
-    r = client.delete(f"/api-user/seeds/{scene}")
+    # the run as a resource of its own: the same descriptor
+    one = client.get(f"/api-user/seeds/{job_id}")
+    assert one.status_code == 200, one.text
+    assert (one.json()["id"], one.json()["total"]) == (job_id, run["total"])
+    assert one.json()["done"] >= run["done"]
+
+    r = client.delete(f"/api-user/seeds?layer={scene}")
     assert r.status_code == 200, r.text
     assert r.json() == {"layer": scene, "cancelled": [job_id]}
     assert wait_state(client, job_id, timeout=60)["state"] == "cancelled"
+    # an ended run cannot be cancelled again; a job that is no seeding run is no seed
+    r = client.delete(f"/api-user/seeds/{job_id}")
+    assert r.status_code == 409, r.text
+    assert_error(r.json(), "conflict")
     assert client.get(f"/api-user/seeds?layer={scene}&going=1").json()["seeds"] == []
     ended = client.get(f"/api-user/seeds?layer={scene}").json()["seeds"]
     assert [(s["id"], s["state"]) for s in ended] == [(job_id, "cancelled")]
@@ -176,6 +186,7 @@ def test_seeds_of_a_layer_the_caller_may_not_see_are_not_found(
     client: TestClient, settings: Settings, rdb: redis.Redis, raster_dir: Path, scene: str
 ) -> None:
     other = own_layer(settings, rdb, RGB, "seeds", "seeds-other.tif")
+    other_run = client.get(f"{PRETILE}/{other}?minzoom=0&maxzoom=1&async=1").json()["id"]
     r = client.post(
         "/api-user/api-keys", json={"name": "seeds", "role": "operator", "layers": [scene]}
     )
@@ -184,19 +195,23 @@ def test_seeds_of_a_layer_the_caller_may_not_see_are_not_found(
     for mount in ("/api-user", "/api/v1"):
         for method, path in (
             ("GET", f"/seeds?layer={other}"),
-            ("DELETE", f"/seeds/{other}"),
-            ("POST", f"/gis-layer-pretile/{other}/resume"),
+            ("DELETE", f"/seeds?layer={other}"),
+            ("GET", f"/seeds/{other_run}"),
+            ("DELETE", f"/seeds/{other_run}"),
+            ("POST", f"/seeds/{other_run}/resume"),
         ):
             r = client.request(method, f"{mount}{path}", headers=key)
             assert r.status_code == 404, (mount, path, r.text)
             assert other not in r.text
-        # its own layer: answered (nothing to resume yet)
-        r = client.post(f"{mount}/gis-layer-pretile/{scene}/resume", headers=key)
-        assert r.status_code == 422, r.text
-        assert_error(r.json(), "unprocessable")
+        # its own layer: answered (no run of it yet)
+        r = client.delete(f"{mount}/seeds?layer={scene}", headers=key)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"layer": scene, "cancelled": []}
         mine = client.get(f"{mount}/seeds", headers=key)
         assert mine.status_code == 200
         assert all(s["layer"] == scene for s in mine.json()["seeds"])
+    # the run is there (the administrator sees it), and queued still
+    assert client.delete(f"/api-user/seeds/{other_run}").json()["state"] == "cancelled"
 
 
 def test_the_seed_command_refreshes_paces_resumes_and_cancels(

@@ -305,7 +305,7 @@ def test_pretile_from_the_page_reaches_100_percent(tab: Tab, world: str) -> None
 @pytest.mark.usefixtures("worker")
 def test_a_reload_mid_job_resumes_its_progress(tab: Tab) -> None:
     steps = 16
-    started = httpx.get(
+    started = httpx.post(
         f"{tab.base}/api-user/diag/probe",
         params={"steps": steps, "delay_ms": 300, "async": 1},
         headers=AUTH,
@@ -552,7 +552,7 @@ def test_a_seeding_run_its_progress_by_zoom_its_coverage_then_cancel_all_and_res
         assert _settle(client, scene)["resumed_of"] == run
         tab.clean()
     finally:
-        client.delete(f"/seeds/{scene}")
+        client.delete("/seeds", params={"layer": scene})
         client.close()
 
 

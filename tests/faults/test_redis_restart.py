@@ -64,7 +64,7 @@ def test_redis_restarted_mid_pretile(
     keyed = tile_url(rgb_layer, 9, 145, 220)
     assert api.get(keyed, headers=as_reader).status_code == 200  # its look-up kept in Redis
     # a job waited for: its connection goes back to the pool of event streams and waits
-    assert api.get(PROBE).status_code == 200
+    assert api.post(PROBE).status_code == 200
     plan = api.get(f"/api-user/gis-layer-pretile/{scene}?dryrun=1&{QUERY}").json()
     job_id = api.get(f"/api-user/gis-layer-pretile/{scene}?{QUERY}&async=1").json()["id"]
     # chunks are rendering, far from the end (read every 0.2 s: the stop falls anywhere between
@@ -124,7 +124,7 @@ def test_redis_restarted_mid_pretile(
     assert "raised unexpected" not in worker.output(), worker.tail()
     # an event stream, then a wait, on the pool's connections that Redis closed as it stopped
     texts = [frame.data for frame in read_job_lines(fault_api.base, job_id, timeout=30)]
-    assert api.get(PROBE).status_code == 200
+    assert api.post(PROBE).status_code == 200
     final = texts[-1]
     assert final == "Finish:success" or (final or "").startswith("Finish:error: "), texts[-5:]
     assert sum(t is not None and t.startswith("Finish:") for t in texts) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def test_a_run_whose_workers_were_all_killed_is_resumed_and_ends_with_counts_equ
     job = fault_api.wait_job(old, timeout=60)
     assert job["state"] == "failed", job
     assert "stalled" in job["error"]["message"]
-    r = api.post(f"/api-user/gis-layer-pretile/{scene}/resume?async=1")
+    r = api.post(f"/api-user/seeds/{old}/resume?async=1")
     assert r.status_code == 202, r.text
     new = r.json()["id"]
     job = fault_api.wait_job(new, timeout=180)
@@ -99,8 +100,11 @@ def test_a_run_whose_workers_were_all_killed_is_resumed_and_ends_with_counts_equ
     # the new job's lines say what it took over
     assert job_line_matches(fault_rdb, new, lambda t: t.startswith(f"Resumed job {old}: "))
 
-    # nothing is left to resume: the layer's last run succeeded
-    r = api.post(f"/api-user/gis-layer-pretile/{scene}/resume")
+    # nothing is left to resume: the layer's last run succeeded; the old one is not its last
+    r = api.post(f"/api-user/seeds/{new}/resume")
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["detail"]["job_id"] == new
+    r = api.post(f"/api-user/seeds/{old}/resume")
     assert r.status_code == 409, r.text
     assert r.json()["error"]["detail"]["job_id"] == new
 
@@ -109,20 +113,19 @@ def test_a_run_that_is_going_is_not_resumed(
     fault_api: Api, scene: str, start_worker: Callable[[], ServiceProcess]
 ) -> None:
     api = fault_api.client
-    r = api.post(f"/api-user/gis-layer-pretile/{scene}/resume")
-    assert r.status_code == 422, r.text  # no run yet
-    assert "no pre-tiling run to resume" in r.json()["error"]["message"]
+    r = api.post(f"/api-user/seeds/{uuid.uuid4()}/resume")
+    assert r.status_code == 404, r.text  # no such run
     start_worker()
     job_id = api.get(f"/api-user/gis-layer-pretile/{scene}?{QUERY}&async=1").json()["id"]
     poll(lambda: api.get(f"/api-user/jobs/{job_id}").json()["state"] == "running", 30, "running")
-    r = api.post(f"/api-user/gis-layer-pretile/{scene}/resume")
+    r = api.post(f"/api-user/seeds/{job_id}/resume")
     assert r.status_code == 409, r.text
     assert r.json()["error"]["detail"]["job_id"] == job_id
     assert api.get(f"/api-user/jobs/{job_id}").json()["state"] == "running"  # untouched
     api.delete(f"/api-user/jobs/{job_id}")
     assert fault_api.wait_job(job_id, timeout=60)["state"] == "cancelled"
     # a cancelled run is resumed: the new job makes what the cancellation left
-    r = api.post(f"/api-user/gis-layer-pretile/{scene}/resume?async=1")
+    r = api.post(f"/api-user/seeds/{job_id}/resume?async=1")
     assert r.status_code == 202, r.text
     job = fault_api.wait_job(r.json()["id"], timeout=180)
     assert job["state"] == "succeeded", job

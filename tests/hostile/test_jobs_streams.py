@@ -102,7 +102,7 @@ def test_stream_cap_is_503_with_retry_after_and_others_answer(
         served(capped) as (base, app),
         httpx.Client(base_url=base, headers=AUTH, timeout=10) as http,
     ):
-        job_id = http.get("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
+        job_id = http.post("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
         with ExitStack() as held:
             open_streams(held, http, 3)
             assert app.state.services.jobs.open_streams == 3
@@ -118,7 +118,7 @@ def test_stream_cap_is_503_with_retry_after_and_others_answer(
             assert http.get("/api-user/health").json() == HEALTHY
             assert http.get("/api-user/ready").json()["status"] == "ready"
             assert http.get(f"/api-user/jobs/{job_id}").json()["state"] == "succeeded"
-            probe = http.get("/api-user/diag/probe?steps=2&delay_ms=10")
+            probe = http.post("/api-user/diag/probe?steps=2&delay_ms=10")
             assert probe.status_code == 200
             assert probe.json()["steps"] == 2
         wait_streams_closed(app)  # every slot came back
@@ -131,7 +131,7 @@ def test_stream_ends_after_its_longest_time_and_resumes_losslessly(
 ) -> None:
     short = settings.model_copy(update={"sse_max_duration_s": 1.5})
     with served(short) as (base, app):
-        job_id = httpx.get(
+        job_id = httpx.post(
             f"{base}/api-user/diag/probe?steps=12&delay_ms=250&async=1", headers=AUTH
         ).json()["id"]
         got: list[tuple[str | None, str | None]] = []
@@ -169,7 +169,7 @@ def test_stream_ends_after_its_longest_time_and_resumes_losslessly(
 def test_last_event_id_out_of_range_is_400(
     client: TestClient, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    job_id = client.get("/api-user/diag/probe?steps=3&delay_ms=0").headers["x-job-id"]
+    job_id = client.post("/api-user/diag/probe?steps=3&delay_ms=0").headers["x-job-id"]
     full = read_job_lines(live_server, job_id)
     last = full[-1].id
     assert last is not None
@@ -217,17 +217,17 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
         served(tight) as (base, app),
         httpx.Client(base_url=base, headers=AUTH, timeout=30) as http,
     ):
-        job_id = http.get("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
+        job_id = http.post("/api-user/diag/probe?steps=2&delay_ms=0").headers["x-job-id"]
         with ExitStack() as held:
             open_streams(held, http, 2)
             before = job_keys(rdb)
-            for path in (
-                "/api-user/events",
-                f"/api-user/jobs/{job_id}/events",
-                "/api-user/diag/probe?steps=2&delay_ms=0",  # its wait needs a connection too
+            for method, path in (
+                ("GET", "/api-user/events"),
+                ("GET", f"/api-user/jobs/{job_id}/events"),
+                ("POST", "/api-user/diag/probe?steps=2&delay_ms=0"),  # its wait needs one too
             ):
                 t0 = time.monotonic()
-                r = http.get(path)
+                r = http.request(method, path)
                 assert time.monotonic() - t0 < 2, path
                 assert r.status_code == 503, path
                 assert r.headers["retry-after"] == "2"
@@ -247,11 +247,11 @@ def test_stream_pool_exhausted_is_503_fast_and_others_answer(
             assert geojson.status_code == 200
             assert len(geojson.json()["features"]) == 2
             assert http.get(f"/api-user/jobs/{job_id}").json()["state"] == "succeeded"
-            assert http.get("/api-user/diag/probe?steps=1&async=1").status_code == 202
+            assert http.post("/api-user/diag/probe?steps=1&async=1").status_code == 202
             assert time.monotonic() - t0 < 20
         wait_streams_closed(app)
         # the pool is whole again
-        probe = http.get("/api-user/diag/probe?steps=2&delay_ms=0")
+        probe = http.post("/api-user/diag/probe?steps=2&delay_ms=0")
         assert probe.status_code == 200
         assert [f.data for f in read_job_lines(base, job_id)][-1] == "Finish:success"
 
@@ -263,11 +263,11 @@ def test_probe_is_off_unless_configured(settings: Settings, rdb: redis.Redis) ->
     with admin_client(create_app(off), raise_server_exceptions=False) as tc:
         unknown = tc.get("/api-user/diag/nothing")
         for path in ("/api-user/diag/probe", "/api/v1/diag/probe?steps=2&delay_ms=0&async=1"):
-            r = tc.get(path)
+            r = tc.post(path)
             assert r.status_code == 404
             error = assert_error(r.json(), "not-found")
             # answered as if there were no such route
-            assert error["message"] == f"no route GET {path.split('?')[0]}"
+            assert error["message"] == f"no route POST {path.split('?')[0]}"
             assert unknown.json()["error"]["message"].startswith("no route GET ")
         assert tc.get("/api-user/health").json() == HEALTHY
     assert job_keys(rdb) == before  # nothing was enqueued
@@ -322,7 +322,7 @@ def test_frozen_worker_job_ends_failed_and_writes_nothing_after(
 ) -> None:
     quick = settings.model_copy(update={"job_stall_s": 1.5})
     with admin_client(create_app(quick)) as tc:
-        job_id = tc.get("/api-user/diag/probe?steps=60&delay_ms=100&async=1").json()["id"]
+        job_id = tc.post("/api-user/diag/probe?steps=60&delay_ms=100&async=1").json()["id"]
         runner = wait_running(tc, job_id)["worker"]
         pid = int(runner.rsplit(" ", 1)[1])
         os.kill(pid, signal.SIGSTOP)  # the worker process is there but does nothing
@@ -342,7 +342,7 @@ def test_frozen_worker_job_ends_failed_and_writes_nothing_after(
         assert sum(t.startswith("Finish:") for t in texts) == 1
         assert wait_state(tc, job_id)["state"] == "failed"
         # the process works on
-        again = tc.get("/api-user/diag/probe?steps=2&delay_ms=0")
+        again = tc.post("/api-user/diag/probe?steps=2&delay_ms=0")
         assert again.status_code == 200
     assert worker.poll() is None
 
@@ -350,10 +350,10 @@ def test_frozen_worker_job_ends_failed_and_writes_nothing_after(
 def test_every_key_a_job_writes_expires(
     client: TestClient, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    done = client.get("/api-user/diag/probe?steps=3&delay_ms=0").headers["x-job-id"]
-    failed = client.get("/api-user/diag/probe?steps=3&delay_ms=0&fail_at=2").json()
+    done = client.post("/api-user/diag/probe?steps=3&delay_ms=0").headers["x-job-id"]
+    failed = client.post("/api-user/diag/probe?steps=3&delay_ms=0&fail_at=2").json()
     failed_id = failed["error"]["detail"]["job_id"]
-    cancelled = client.get("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
+    cancelled = client.post("/api-user/diag/probe?steps=100&delay_ms=100&async=1").json()["id"]
     wait_running(client, cancelled)
     client.delete(f"/api-user/jobs/{cancelled}")
     jobs = client.app.state.services.jobs  # type: ignore[attr-defined]

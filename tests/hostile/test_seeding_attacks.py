@@ -159,15 +159,17 @@ def test_another_layers_runs_are_not_listed_cancelled_resumed_or_read(
             refused = [
                 ("GET", f"/seeds?layer={other}"),
                 ("GET", f"/seeds?layer={layer}&layer={other}"),
-                ("DELETE", f"/seeds/{other}"),
-                ("POST", f"/gis-layer-pretile/{other}/resume"),
+                ("DELETE", f"/seeds?layer={other}"),
+                ("GET", f"/seeds/{theirs}"),
+                ("DELETE", f"/seeds/{theirs}"),
+                ("POST", f"/seeds/{theirs}/resume"),
                 ("GET", f"/jobs/{theirs}"),
                 ("DELETE", f"/jobs/{theirs}"),
-                ("GET", f"/gis-layer-truncate/{other}"),
+                ("POST", f"/gis-layer-truncate/{other}"),
                 ("POST", f"/gis-layer-expire/{other}"),
                 # the coverage of a run: a vector layer the key does not name
                 ("GET", f"/gis-layer-pretile/{layer}?dryrun=1&coverage_layer=public.countries"),
-                ("GET", f"/gis-layer-truncate/{layer}?dryrun=1&coverage_layer=public.countries"),
+                ("POST", f"/gis-layer-truncate/{layer}?dryrun=1&coverage_layer=public.countries"),
             ]
             for method, path in refused:
                 r = client.request(
@@ -181,7 +183,7 @@ def test_another_layers_runs_are_not_listed_cancelled_resumed_or_read(
                 raise_server_exceptions=False,
             )
             with anonymous:
-                for method, path in refused[:4] + [("GET", "/seeds")]:
+                for method, path in refused[:6] + [("GET", "/seeds")]:
                     r = client.request(method, f"{mount}{path}", headers={**reader, **TEXT})
                     assert r.status_code == 403, (mount, path, r.text)
                     r = anonymous.request(method, f"{mount}{path}", headers=TEXT, content=T9)
@@ -259,11 +261,11 @@ def test_resumes_race_for_one_job_and_leave_the_layer_free(
     first = client.get(f"{PRETILE}/{layer}?minzoom=8&maxzoom=12&max_tiles_per_s=40&async=1")
     first_id = first.json()["id"]
     assert wait_running(client, first_id)["state"] == "running"
-    assert client.delete(f"/api-user/seeds/{layer}").json()["cancelled"] == [first_id]
+    assert client.delete(f"/api-user/seeds?layer={layer}").json()["cancelled"] == [first_id]
     assert wait_state(client, first_id, timeout=60)["state"] == "cancelled"
 
-    def resume(mount: str) -> Any:
-        return client.post(f"{mount}/gis-layer-pretile/{layer}/resume?async=1")
+    def resume(mount: str, run: str = first_id) -> Any:
+        return client.post(f"{mount}/seeds/{run}/resume?async=1")
 
     # four resumes at once: one job, the others told which job resumes it
     with ThreadPoolExecutor(4) as pool:
@@ -273,15 +275,20 @@ def test_resumes_race_for_one_job_and_leave_the_layer_free(
     assert won["params"]["resume_of"] == first_id
     for lost in (a for a in answers if a.status_code == 409):
         assert assert_error(lost.json(), "conflict")["detail"]["job_id"] == won["id"]
-    # a resume of a run going: 409, nothing changed
+    # a resume of a run going, or of a run that is not its layer's last: 409, nothing changed
     assert wait_running(client, won["id"])["state"] == "running"
+    again = resume("/api-user", won["id"])
+    assert again.status_code == 409, again.text
+    assert assert_error(again.json(), "conflict")["detail"]["job_id"] == won["id"]
     again = resume("/api-user")
     assert again.status_code == 409, again.text
+    assert assert_error(again.json(), "conflict")["detail"]["job_id"] == won["id"]
     assert wait_state(client, first_id)["state"] == "cancelled"
     # the resumed run cancelled, then resumed in turn: it makes what neither made
-    assert client.delete(f"/api-user/seeds/{layer}").json()["cancelled"] == [won["id"]]
+    cancelled = client.delete(f"/api-user/seeds/{won['id']}")
+    assert cancelled.status_code == 202, cancelled.text
     assert wait_state(client, won["id"], timeout=60)["state"] == "cancelled"
-    third = resume("/api/v1")
+    third = resume("/api/v1", won["id"])
     assert third.status_code == 202, third.text
     assert third.json()["params"]["resume_of"] == won["id"]
     job = wait_state(client, third.json()["id"], timeout=120)
@@ -296,7 +303,7 @@ def test_resumes_race_for_one_job_and_leave_the_layer_free(
         time.sleep(0.2)
     runs = set(rdb.zrange("mapsvc:pretile-runs", 0, -1))
     assert runs.isdisjoint({first_id, won["id"], third.json()["id"]})
-    last = resume("/api-user")
+    last = resume("/api-user", third.json()["id"])
     assert last.status_code == 409
     assert "nothing to resume" in last.text
 
@@ -316,7 +323,7 @@ def test_a_resume_while_the_layers_next_start_is_queued_is_409_and_changes_nothi
     jobs = rdb.zcard("mapsvc:jobs")
     try:
         for mount in MOUNTS:
-            r = client.post(f"{mount}/gis-layer-pretile/{layer}/resume?async=1")
+            r = client.post(f"{mount}/seeds/{old}/resume?async=1")
             assert r.status_code == 409, r.text
             assert assert_error(r.json(), "conflict")["detail"]["job_id"] == queued
         assert rdb.zcard("mapsvc:jobs") == jobs

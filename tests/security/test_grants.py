@@ -210,12 +210,12 @@ def jobs(app: TestClient, no_tasks: None) -> Iterator[dict[str, str]]:
     """Jobs the admin started: a speed test of A, one of B, a probe (about no layer); their
     tasks are never sent. All are cancelled at the end."""
     started = {}
-    for name, url in (
-        ("A", f"/api-user/gis-speed-test?layer={MOSAIC_ID}&async=1"),
-        ("B", f"/api-user/gis-speed-test?layer={B_ID}&async=1"),
-        ("none", "/api-user/diag/probe?async=1"),
+    for name, method, url in (
+        ("A", "GET", f"/api-user/gis-speed-test?layer={MOSAIC_ID}&async=1"),
+        ("B", "GET", f"/api-user/gis-speed-test?layer={B_ID}&async=1"),
+        ("none", "POST", "/api-user/diag/probe?async=1"),
     ):
-        r = app.get(url, headers=AUTH)
+        r = app.request(method, url, headers=AUTH)
         assert r.status_code == 202, r.text
         started[name] = r.json()["id"]
     yield started

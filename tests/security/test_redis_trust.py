@@ -159,7 +159,7 @@ def test_the_service_runs_against_a_redis_with_a_password(
         app_client(mine) as client,
     ):
         # a job through the broker, its record, events and result
-        probe = client.get("/api-user/diag/probe?steps=2&delay_ms=10")
+        probe = client.post("/api-user/diag/probe?steps=2&delay_ms=10")
         assert probe.status_code == 200, probe.text
         assert probe.json()["steps"] == 2
         # a key looked up and kept in this Redis

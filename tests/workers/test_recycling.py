@@ -23,7 +23,7 @@ def test_a_worker_process_is_replaced_after_its_tasks(settings: Settings, tmp_pa
         with admin_client(create_app(mine)) as tc:
             runners = []
             for _ in range(3):
-                job_id = tc.get("/api-user/diag/probe?steps=1&delay_ms=1&async=1").json()["id"]
+                job_id = tc.post("/api-user/diag/probe?steps=1&delay_ms=1&async=1").json()["id"]
                 job = wait_state(tc, job_id, timeout=60)
                 assert job["state"] == "succeeded", job
                 runners.append(job["worker"])

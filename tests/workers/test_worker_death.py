@@ -38,7 +38,7 @@ def kill_runner(
 def test_killed_job_is_run_again(
     client: TestClient, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    job_id = client.get("/api-user/diag/probe?steps=20&delay_ms=100&async=1").json()["id"]
+    job_id = client.post("/api-user/diag/probe?steps=20&delay_ms=100&async=1").json()["id"]
     first = kill_runner(client, rdb, job_id)
     job = wait_state(client, job_id, timeout=60)
     assert job["state"] == "succeeded", job
@@ -52,7 +52,7 @@ def test_killed_job_is_run_again(
 def test_job_killed_twice_ends_failed(
     client: TestClient, rdb: redis.Redis, live_server: str, worker: subprocess.Popen[bytes]
 ) -> None:
-    job_id = client.get("/api-user/diag/probe?steps=50&delay_ms=100&async=1").json()["id"]
+    job_id = client.post("/api-user/diag/probe?steps=50&delay_ms=100&async=1").json()["id"]
     first = kill_runner(client, rdb, job_id)
     kill_runner(client, rdb, job_id, previous=first, starts=2)
     job = wait_state(client, job_id, timeout=60)

@@ -29,7 +29,7 @@ def test_a_worker_process_runs_at_the_configured_nice(settings: Settings, tmp_pa
     ours, our_group = nice_of(0), session_nice()
     with worker_process(mine, tmp_path / "worker.log", concurrency=1) as proc:
         with admin_client(create_app(mine)) as tc:
-            job_id = tc.get("/api-user/diag/probe?steps=1&delay_ms=1&async=1").json()["id"]
+            job_id = tc.post("/api-user/diag/probe?steps=1&delay_ms=1&async=1").json()["id"]
             job = wait_state(tc, job_id, timeout=60)
         assert job["state"] == "succeeded", job
         runner = int(job["worker"].rsplit(" ", 1)[1])

@@ -157,7 +157,7 @@ export class SeedList {
             )
           : null,
         resumable
-          ? this.button("seed-resume", "Resume", `Continue ${name}'s last run in a new job`, () =>
+          ? this.button("seed-resume", "Resume", `Continue run ${seed.id} in a new job`, () =>
               this.resume(seed, name),
             )
           : null,
@@ -181,20 +181,20 @@ export class SeedList {
   }
 
   async cancel(seed) {
-    if (await this.act("Cancel", () => api(`jobs/${seed.id}`, { method: "DELETE" })))
+    if (await this.act("Cancel", () => api(`seeds/${seed.id}`, { method: "DELETE" })))
       status("Cancelled: the run stops at its next chunk");
   }
 
   async cancelLayer(seed, name) {
     const answer = await this.act("Cancel all", () =>
-      api(`seeds/${encodeURIComponent(seed.layer)}`, { method: "DELETE" }),
+      api("seeds", { method: "DELETE", params: { layer: seed.layer } }),
     );
     if (answer) status(`Cancelled ${answer.cancelled.length} run(s) of ${name}`);
   }
 
   async resume(seed, name) {
     const job = await this.act("Resume", () =>
-      api(`gis-layer-pretile/${encodeURIComponent(seed.layer)}/resume`, {
+      api(`seeds/${seed.id}/resume`, {
         method: "POST",
         params: { async: 1 },
       }),
