@@ -20,6 +20,7 @@ from api.jobs import JobService, make_celery_client
 from api.metrics import MetricsMiddleware
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
 from api.mounts import USER_PREFIX, V1_PREFIX
+from api.openapi.conformance import AnswerCheck
 from api.quotas import Budgets
 from api.routes import ROOT_ROUTES, ROUTES
 from api.services import Services
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Middleware(RequestIdMiddleware),
             cors_middleware(settings),  # outside Host check, auth, quotas: 400/401/429 readable
             Middleware(AllowedHostsMiddleware, allowed_hosts=settings.allowed_host_list),
+            *([Middleware(AnswerCheck)] if settings.check_answers else []),
         ],
         lifespan=lifespan,
     )

@@ -107,7 +107,7 @@ def _send(client: httpx.Client, args: argparse.Namespace) -> httpx.Response:
     url = f"/gis-layer-{args.command}/{args.layer}"
     body, media = _body(args)
     if body is None:
-        return client.get(url, params=_query(args))
+        return client.post(url, params=_query(args))
     return client.post(url, params=_query(args), content=body, headers={"Content-Type": media})
 
 

@@ -38,6 +38,8 @@ from shared.settings import LANG_PATTERN, Settings
 __all__ = [
     "AtMost",
     "Box",
+    "Clamped",
+    "Declared",
     "OneOf",
     "Flag",
     "JobQuery",
@@ -47,6 +49,7 @@ __all__ = [
     "RasterId",
     "Srs",
     "Text",
+    "declared_names",
     "job_id",
     "layer_id",
     "parse",
@@ -78,6 +81,26 @@ class AtMost:
     def schema(self, settings: Settings) -> dict[str, Any]:
         """What the bound adds to the parameter's schema under ``settings``."""
         return {"maximum": self.value(settings)}
+
+
+@dataclass(frozen=True)
+class Clamped:
+    """A number's upper bound that is a setting, beyond which the handler takes the bound
+    (OGC API – Features' ``limit``: not an error): stated in the document, not checked."""
+
+    setting: str
+
+    def schema(self, settings: Settings) -> dict[str, Any]:
+        """What the bound adds to the parameter's schema under ``settings``."""
+        return {"maximum": operator.attrgetter(self.setting)(settings)}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A parameter declared once in the document's ``components.parameters`` under ``name``
+    and referenced where it is used (clients such as QGIS read OGC API's ``limit`` there)."""
+
+    name: str
 
 
 @dataclass(frozen=True)
@@ -243,12 +266,12 @@ def stream_entry(description: str = "Resume after this stream entry id") -> Any:
 
 
 @functools.cache
-def _markers(model: type[BaseModel]) -> dict[str, list[AtMost | OneOf]]:
+def _markers(model: type[BaseModel]) -> dict[str, list[AtMost | Clamped | OneOf]]:
     """The fields of ``model`` whose schema a setting completes, by parameter name."""
-    found: dict[str, list[AtMost | OneOf]] = {}
+    found: dict[str, list[AtMost | Clamped | OneOf]] = {}
     for name, field in model.model_fields.items():
         for marker in field.metadata:
-            if isinstance(marker, AtMost | OneOf):
+            if isinstance(marker, AtMost | Clamped | OneOf):
                 found.setdefault(field.alias or name, []).append(marker)
     return found
 
@@ -260,6 +283,17 @@ def setting_bounds(model: type[BaseModel], settings: Settings) -> dict[str, int]
         for name, markers in _markers(model).items()
         for marker in markers
         if isinstance(marker, AtMost)
+    }
+
+
+def declared_names(model: type[BaseModel]) -> dict[str, str]:
+    """The parameters of ``model`` declared in the document's components: their component's
+    name, by parameter name."""
+    return {
+        field.alias or name: marker.name
+        for name, field in model.model_fields.items()
+        for marker in field.metadata
+        if isinstance(marker, Declared)
     }
 
 

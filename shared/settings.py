@@ -1200,6 +1200,11 @@ class Settings(Concern):
         default=False,
         description="Serve `/diag/probe` (the pipeline probe job); off, the route answers `404`",
     )
+    check_answers: bool = Field(
+        default=False,
+        description="Check every JSON answer against the model its route documents for its"
+        " status (extra fields refused); one that is not is a `500` (the test suite's mode)",
+    )
     tiles: TileSettings
     vector: VectorSettings
     jobs: JobSettings

@@ -103,6 +103,7 @@ def settings(database_url: str, work_dir: Path) -> Settings:
         job_wait_s=60,  # generous: a loaded machine must not turn answers into 202s
         sse_keepalive_s=1,
         diag_probe=True,  # the job tests run the pipeline probe
+        check_answers=True,  # every JSON answer of every test is checked against the document
         job_watchdog_interval_s=2,  # the worker's beat checks for stalled jobs often
         allowed_hosts="testserver,127.0.0.1,localhost",  # TestClient's host, and live servers
         render_warm_up=False,  # many apps start and stop here: render processes on first use

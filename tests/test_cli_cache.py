@@ -73,7 +73,7 @@ def test_truncate_prints_the_plan_then_removes_the_tiles(
         "9",
         "--maxzoom",
         "11",
-        "--format",
+        "--tile-format",
         "png,webp@2x",
         "--lang",
         "en",

@@ -3,7 +3,8 @@
 Each endpoint gives its operation: the path and method, its ``query`` model's JSON schema as
 parameters (a field named in the path is a path parameter; a bound that is a setting shows its
 running value), its body model, its answer, the refusals its rule and budget may give and the
-errors it declares. Models referenced go to ``components.schemas``.
+errors it declares. Models referenced go to ``components.schemas``, parameters marked
+:class:`~api.fields.Declared` to ``components.parameters``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from pydantic import BaseModel
 
 from api.access import Rule
 from api.endpoint import Endpoint
-from api.fields import JobQuery, setting_schemas
+from api.fields import JobQuery, declared_names, setting_schemas
 from api.openapi.answers import error_answer, job_accepted, json_body, request_body
 from api.openapi.models import Schema, components
 from shared.settings import Settings
 from shared.version import VERSION
 
-__all__ = ["openapi_document", "openapi_path", "operation"]
+__all__ = ["openapi_document", "openapi_path", "operation", "responses"]
 
+#: the key of a parameter object naming the component it is declared as
+_DECLARED = "x-component"
 _JOB_PARAMETERS = frozenset(f.alias or n for n, f in JobQuery.model_fields.items())
 #: the errors of a route that starts a job: no such layer, a run going on, a plan too large
 _JOB_ERRORS = (404, 409, 422)
@@ -112,6 +115,7 @@ def parameters(endpoint: Endpoint, settings: Settings) -> list[Schema]:
         schema = model.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
         completed = setting_schemas(model, settings)
+        declared = declared_names(model)
         # the path's parameters first, in its order; those of every job route last
         path = re.findall(r"{(\w+)", endpoint.path)
         names = sorted(
@@ -133,11 +137,15 @@ def parameters(endpoint: Endpoint, settings: Settings) -> list[Schema]:
             parameter["schema"].update(completed.get(name, {}))
             if prop.get("examples"):
                 parameter["example"] = prop["examples"][0]
+            if name in declared:  # moved to the components by openapi_document
+                parameter[_DECLARED] = declared[name]
             found.append(parameter)
     return [*found, *endpoint.headers]
 
 
-def _responses(endpoint: Endpoint) -> Schema:
+def responses(endpoint: Endpoint) -> Schema:
+    """The response objects of ``endpoint`` by status: its answers, its job's ``202``, and its
+    errors."""
     answer = endpoint.answer
     responses: dict[str, Any]
     if isinstance(answer, type) and issubclass(answer, BaseModel):
@@ -159,7 +167,7 @@ def operation(endpoint: Endpoint, settings: Settings) -> Schema:
         "summary": endpoint.summary.replace("``", "`").rstrip("."),
         "tags": [endpoint.tag],
         "parameters": parameters(endpoint, settings),
-        "responses": _responses(endpoint),
+        "responses": responses(endpoint),
     }
     body = endpoint.body
     if isinstance(body, type):
@@ -181,10 +189,16 @@ def openapi_document(endpoints: Iterable[Endpoint], settings: Settings, prefix: 
         prefix: the mount, ``/api-user`` or ``/api/v1``: the document's server.
     """
     paths: dict[str, Schema] = {}
+    declared: dict[str, Schema] = {}
     for endpoint in endpoints:
         if endpoint.documented:
             item = paths.setdefault(openapi_path(endpoint.path), {})
-            item[endpoint.method.lower()] = operation(endpoint, settings)
+            op = item[endpoint.method.lower()] = operation(endpoint, settings)
+            for i, parameter in enumerate(op["parameters"]):
+                if _DECLARED in parameter:
+                    name = parameter.pop(_DECLARED)
+                    declared[name] = parameter
+                    op["parameters"][i] = {"$ref": f"#/components/parameters/{name}"}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -196,5 +210,9 @@ def openapi_document(endpoints: Iterable[Endpoint], settings: Settings, prefix: 
         "servers": [{"url": prefix}],
         "security": _CREDENTIALS,
         "paths": paths,
-        "components": {"schemas": components(), "securitySchemes": _security_schemes(prefix)},
+        "components": {
+            "schemas": components(),
+            "parameters": declared,
+            "securitySchemes": _security_schemes(prefix),
+        },
     }

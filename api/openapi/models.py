@@ -28,8 +28,8 @@ __all__ = [
     "FrontLink",
     "Health",
     "Job",
-    "JobList",
     "JobLinks",
+    "JobList",
     "Parcel",
     "PretilePlan",
     "PretileResult",
@@ -46,10 +46,10 @@ __all__ = [
     "ReverseGeocode",
     "Schema",
     "SpeedTest",
+    "SseEvent",
     "SweepPlan",
     "SweepResult",
     "SweepZoom",
-    "SseEvent",
     "TileDebug",
     "TileJson",
     "VectorCatalogue",
@@ -57,6 +57,7 @@ __all__ = [
     "Weather",
     "components",
     "ref",
+    "referenced_model",
 ]
 
 Schema = dict[str, Any]
@@ -574,6 +575,11 @@ def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> Schem
     as it is answered, or with ``mode="validation"`` as a body is read into it."""
     _REFERENCED.setdefault(model.__name__, (model, mode))
     return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def referenced_model(reference: str) -> type[BaseModel]:
+    """The model a reference of :func:`ref` names (``#/components/schemas/<name>``)."""
+    return _REFERENCED[reference.rsplit("/", 1)[1]][0]
 
 
 def components() -> dict[str, Schema]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 from starlette.requests import Request
@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from api.access import Rule
 from api.endpoint import Endpoint
-from api.fields import Query, Text
+from api.fields import Clamped, Declared, Query, Text
 from api.links import keyed_link, keyed_url, route_path
 from api.openapi.answers import content
 from api.openapi.models import Feature, FeatureCollection, ref
@@ -99,11 +99,12 @@ class ItemQuery(CollectionQuery):
 class ItemsQuery(CollectionQuery):
     """Which features of a collection, in which CRS, which page."""
 
-    limit: int = Field(
+    limit: Annotated[int, Clamped("vector.geojson_max_features"), Declared("limit")] = Field(
         DEFAULT_LIMIT,
         ge=1,
         le=_INT32,
-        description="Most features (above `MAPSVC_GEOJSON_MAX_FEATURES`: that maximum)",
+        description="Most features a page (above the maximum, `MAPSVC_GEOJSON_MAX_FEATURES`:"
+        " that maximum)",
     )
     offset: int = Field(0, ge=0, le=_INT32, description="Features to skip")
     bbox: str | None = Field(

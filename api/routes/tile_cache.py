@@ -47,7 +47,7 @@ _LANGS = LANG_PATTERN.strip("^$")
 def _variants(text: str | None) -> str | None:
     if text is not None:
         for name in text.split(","):
-            TileVariant.from_name(name.strip())  # an unknown one is refused
+            TileVariant.from_name(name.strip(), "tile_format")  # an unknown one is refused
     return text
 
 

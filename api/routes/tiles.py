@@ -7,7 +7,7 @@ import shlex
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, ValidationInfo, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -123,8 +123,8 @@ class TileQuery(RenderQuery):
         return None
 
 
-def _variant_name(name: str) -> str:
-    TileVariant.from_name(name)  # an unknown one is refused
+def _variant_name(name: str, info: ValidationInfo) -> str:
+    TileVariant.from_name(name, info.field_name or "format")  # an unknown one is refused
     return name
 
 

@@ -96,6 +96,17 @@ class FrontQuery(Query):
     )
 
 
+class ViewerQuery(Query):
+    """What the viewer opens (read by its script, in the page)."""
+
+    pmtiles: str | None = Field(
+        None,
+        max_length=2000,
+        description="A PMTiles export to draw: its download URL (`…/gis-layer-export/<layer>"
+        "/files/<file>`)",
+    )
+
+
 class AssetQuery(Query):
     """A file of the build, by its path in it (checked by :func:`_built`)."""
 
@@ -226,7 +237,7 @@ def _file(request: Request, file: Path, headers: dict[str, str]) -> Response:
     return response
 
 
-async def get_viewer(request: Request) -> Response:
+async def get_viewer(request: Request, query: ViewerQuery) -> Response:
     """The map viewer: layers, their panels, jobs with live progress."""
     return _file(request, _built("viewer.html"), _PAGE_HEADERS)
 
@@ -277,7 +288,7 @@ ENDPOINTS = [
         tag="system",
         place="mounts+root",
     ),
-    _page("/viewer", get_viewer),
+    _page("/viewer", get_viewer, ViewerQuery),
     _page("/docs", get_api_docs),
     _page("/web/{path:path}", get_web_asset, AssetQuery),
 ]

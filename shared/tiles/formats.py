@@ -90,16 +90,20 @@ class TileVariant:
         return f"{self.format.value}{RETINA if self.scale == _RETINA_SCALE else ''}"
 
     @classmethod
-    def from_name(cls, name: str) -> TileVariant:
+    def from_name(cls, name: str, parameter: str = "format") -> TileVariant:
         """The variant named ``name``, as :attr:`name` gives it (``jpeg`` too).
 
         Raises:
-            InvalidInputError: not a variant's name (``parameter`` is ``format``).
+            InvalidInputError: not a variant's name (``detail.parameter``: ``parameter``).
         """
         extension, retina, rest = name.partition(RETINA)
-        if rest:
-            raise InvalidInputError(f"unknown tile format {name!r}", parameter="format")
-        return cls(TileFormat.from_extension(extension), _RETINA_SCALE if retina else 1)
+        try:
+            if rest:
+                raise InvalidInputError(f"unknown tile format {name!r}")
+            return cls(TileFormat.from_extension(extension), _RETINA_SCALE if retina else 1)
+        except InvalidInputError as exc:
+            exc.detail["parameter"] = parameter
+            raise
 
 
 #: the tile of spec 4.1: PNG, 256 px

@@ -5,6 +5,7 @@ changes of our own routes are ``POST``/``DELETE``, a ``GET`` on them ``405`` wit
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,14 @@ from api.routes import ENDPOINTS, MOUNTED
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
 from tests.layers import MOSAIC_ID
-from tests.security.test_grants import (  # noqa: F401 - app, no_tasks: fixtures
+from tests.security.test_grants import (
     KVP_QUERIES,
     OTHER_PATH_VALUES,
     RASTER_VALUES,
     VECTOR_MODULES,
     VECTOR_VALUES,
-    app,
-    no_tasks,
+    send_no_task,
+    serve_layers,
 )
 
 MOUNTS = ("/api-user", "/api/v1")
@@ -44,6 +45,19 @@ IGNORING = {"get_wms", "get_wmts", "get_wmts_capabilities", "get_wmts_tile"} | {
 }
 #: the spec's own GET routes that start a job (spec 4.2, 4.3, 4.4, 4.7): they stay GET
 SPEC_GET_JOBS = {"get_layer_pretile", "get_layer_compress", "get_raster_config", "get_speed_test"}
+
+
+@pytest.fixture(scope="module")
+def app(
+    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
+) -> Iterator[TestClient]:
+    """The API with layers A and B of the grant tests."""
+    yield from serve_layers(settings, rdb)
+
+
+@pytest.fixture
+def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    send_no_task(app, monkeypatch)
 
 
 def request_to(endpoint: Endpoint, mount: str) -> tuple[str, str, dict[str, str]]:
@@ -76,7 +90,7 @@ def test_an_unknown_parameter_is_400_naming_it_on_every_route(
     app: TestClient,
     rdb: redis.Redis,
     endpoint: Endpoint,
-    mount: str,  # noqa: F811
+    mount: str,
 ) -> None:
     method, url, query = request_to(endpoint, mount)
     jobs = rdb.zcard("mapsvc:jobs")
@@ -96,7 +110,7 @@ def test_only_the_standards_that_say_so_ignore_unknown_parameters() -> None:
     assert {e.name for e in ENDPOINTS if e.ignores_unknown} == IGNORING
 
 
-def test_api_key_is_known_everywhere_and_every_unknown_one_is_named(app: TestClient) -> None:  # noqa: F811
+def test_api_key_is_known_everywhere_and_every_unknown_one_is_named(app: TestClient) -> None:
     url = f"/api-user/gis-raster-stat/{MOSAIC_ID}"
     r = app.get(url, params={"api_key": "msk_" + "0" * 40})
     assert r.status_code == 401, r.text  # read as the credential it is, not refused as unknown
@@ -110,7 +124,7 @@ def test_api_key_is_known_everywhere_and_every_unknown_one_is_named(app: TestCli
 def test_state_changes_are_post_or_delete_and_a_get_on_them_is_405(
     app: TestClient,
     settings: Settings,
-    rdb: redis.Redis,  # noqa: F811
+    rdb: redis.Redis,
 ) -> None:
     for endpoint in MOUNTED:
         if endpoint.job is not None and endpoint.name not in SPEC_GET_JOBS:

@@ -343,7 +343,7 @@ def test_a_vector_layer_s_cached_tiles_are_removed_from_the_api_cache(
     # truncation of a vector layer: every tile of zoom 3
     result = finished(
         client,
-        client.get(
+        client.post(
             f"/api-user/gis-layer-truncate/{layer}", params={"minzoom": "3", "maxzoom": "4"}
         ),
     )

@@ -55,7 +55,7 @@ def scene(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> str:
 
 
 def export(api: TestClient, layer: str, query: str) -> dict[str, Any]:
-    r = api.get(f"{EXPORT}/{layer}?{query}")
+    r = api.post(f"{EXPORT}/{layer}?{query}")
     assert r.status_code == 200, r.text
     result: dict[str, Any] = r.json()
     return result
@@ -67,7 +67,7 @@ def exported(settings: Settings, result: dict[str, Any]) -> Path:
 
 @pytest.fixture(scope="module")
 def scene_mbtiles(api: TestClient, settings: Settings, scene: str) -> dict[str, Any]:
-    return export(api, scene, f"format=mbtiles&{ZOOMS}")
+    return export(api, scene, f"archive=mbtiles&{ZOOMS}")
 
 
 def rendered(api: TestClient, style: str, tile: TileAddress) -> np.ndarray:
@@ -83,7 +83,8 @@ def test_raster_mbtiles_mosaics_in_gdal_equal_to_the_rtile_tiles(
     result = scene_mbtiles
     path = exported(settings, result)
     assert result["url"] == f"{EXPORT}/{scene}/files/{result['file']}"
-    assert (result["format"], result["tile_format"], result["maxzoom"]) == ("mbtiles", "png", 10)
+    assert (result["archive"], result["tile_format"], result["maxzoom"]) == ("mbtiles", "png", 10)
+    assert (result["minzoom"], result["zooms"]) == (8, [8, 9])  # the zooms it holds
     assert result["tiles"] == result["plan"]["total"] == result["rendered"] + result["outside"]
     assert result["cached"] == 0
     info = run("gdalinfo", str(path))
@@ -117,7 +118,7 @@ def test_raster_export_takes_cached_tiles_and_fills_the_cache(
     tile = next(tiles_in_order(9, Coverage.box(scene_mbtiles["bounds"])))
     r = api.get(tile_url(scene, tile.z, tile.x, tile.y))
     assert r.headers["X-Cache"] == "HIT"
-    again = export(api, scene, f"format=pmtiles&{ZOOMS}")
+    again = export(api, scene, f"archive=pmtiles&{ZOOMS}")
     assert again["rendered"] == 0
     assert again["cached"] + again["outside"] == again["tiles"] == scene_mbtiles["tiles"]
     with exported(settings, again).open("rb") as f:
@@ -129,7 +130,7 @@ def test_pmtiles_reader_reads_the_archive_and_identical_tiles_are_stored_once(
 ) -> None:
     # a box well beyond the scene: most of its tiles are empty, and identical
     bbox = "-80.5,22,-74.5,27.5"
-    result = export(api, scene, f"format=pmtiles&{ZOOMS}&bbox={bbox}")
+    result = export(api, scene, f"archive=pmtiles&{ZOOMS}&bbox={bbox}")
     with exported(settings, result).open("rb") as f:
         reader = Reader(MmapSource(f))
         header, metadata = reader.header(), reader.metadata()
@@ -171,26 +172,26 @@ def test_vector_mbtiles_is_read_by_ogr(
 def test_vector_export_without_data_in_the_box_fails_clearly(
     api: TestClient, vector_tables: str
 ) -> None:
-    r = api.get(f"{EXPORT}/{POINTS_LAYER}?minzoom=5&maxzoom=6&bbox=100,-40,110,-30")
+    r = api.post(f"{EXPORT}/{POINTS_LAYER}?minzoom=5&maxzoom=6&bbox=100,-40,110,-30")
     assert r.status_code == 422
     assert "no tile" in assert_error(r.json(), "unprocessable")["message"]
-    r = api.get(f"{EXPORT}/{POINTS_LAYER}?tile_format=png")
+    r = api.post(f"{EXPORT}/{POINTS_LAYER}?tile_format=png")
     assert r.status_code == 400
     assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "tile_format"
 
 
 def test_an_export_above_the_cap_is_422_with_the_plan(api: TestClient, scene: str) -> None:
-    r = api.get(f"{EXPORT}/{scene}?minzoom=0&maxzoom=25&bbox=-180,-85,180,85")
+    r = api.post(f"{EXPORT}/{scene}?minzoom=0&maxzoom=25&bbox=-180,-85,180,85")
     assert r.status_code == 422
     plan = assert_error(r.json(), "unprocessable")["detail"]["plan"]
     assert [z["zoom"] for z in plan["zooms"]] == list(range(25))
-    assert api.get(f"{EXPORT}/{scene}?minzoom=9&maxzoom=9").status_code == 400
+    assert api.post(f"{EXPORT}/{scene}?minzoom=9&maxzoom=9").status_code == 400
 
 
 def test_download_answers_ranges(
     api: TestClient, settings: Settings, scene: str, live_server: str
 ) -> None:
-    result = export(api, scene, f"format=pmtiles&{ZOOMS}")
+    result = export(api, scene, f"archive=pmtiles&{ZOOMS}")
     url = f"{live_server}{result['url']}"
     r = httpx.get(url, headers={**AUTH, "Range": "bytes=0-126"})
     assert r.status_code == 206
@@ -237,7 +238,7 @@ def test_exports_of_a_hidden_layer_and_of_another_layer_are_404(
         r = api.get(other_export["url"], headers=headers)
         assert r.status_code == 404
         assert other not in r.text
-    assert api.get(f"{EXPORT}/{other}?minzoom=8&maxzoom=9", headers=operator).status_code == 404
+    assert api.post(f"{EXPORT}/{other}?minzoom=8&maxzoom=9", headers=operator).status_code == 404
     # a name of another layer's export, under this layer: not this layer's (to the admin too)
     r = api.get(f"{EXPORT}/{scene}/files/{other_export['file']}")
     assert r.status_code == 404
@@ -250,7 +251,7 @@ def test_a_cancelled_export_leaves_no_file_under_its_final_name(
     api: TestClient, settings: Settings, rdb: redis.Redis, raster_dir: Path
 ) -> None:
     world = own_layer(settings, rdb, "single/world.rgb.tif", "export", "world.tif")
-    r = api.get(f"{EXPORT}/{world}?format=mbtiles&minzoom=0&maxzoom=8&async=1")
+    r = api.post(f"{EXPORT}/{world}?archive=mbtiles&minzoom=0&maxzoom=8&async=1")
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
     final = export_folder(settings.dirs.exports, world) / f"{job_id}.mbtiles"
@@ -275,7 +276,7 @@ def test_cli_exports_a_pmtiles_archive(settings: Settings, scene: str, tmp_path:
         settings,
         "export",
         scene,
-        "--format",
+        "--archive",
         "pmtiles",
         "--minzoom",
         "8",
@@ -296,7 +297,7 @@ def test_cli_exports_a_pmtiles_archive(settings: Settings, scene: str, tmp_path:
 
 def test_a_box_too_thin_to_plan_is_422_before_any_work(api: TestClient, scene: str) -> None:
     """A box one hair high and the world wide: few tiles, but an edge of millions to walk."""
-    r = api.get(f"/api-user/gis-layer-export/{scene}?bbox=-180,0,180,0.0001&maxzoom=21")
+    r = api.post(f"/api-user/gis-layer-export/{scene}?bbox=-180,0,180,0.0001&maxzoom=21")
     assert r.status_code == 422, r.text
     assert "cannot all be planned" in assert_error(r.json(), "unprocessable")["message"]
 
@@ -351,7 +352,7 @@ def test_an_export_takes_a_bbox_of_any_crs_and_its_tiles_are_the_plan(
     plan = api.get(
         f"/api-user/gis-layer-pretile/{region}", params={**coverage, **zooms, "dryrun": 1}
     )
-    r = api.get(f"{EXPORT}/{region}", params={**coverage, **zooms})
+    r = api.post(f"{EXPORT}/{region}", params={**coverage, **zooms})
     assert r.status_code == 200, r.text
     result = r.json()
     assert result["tiles"] == result["plan"]["total"] == plan.json()["total"]
@@ -363,7 +364,7 @@ def test_an_export_takes_a_bbox_of_any_crs_and_its_tiles_are_the_plan(
 def test_an_export_takes_a_geojson_body_and_a_coverage_layer(
     api: TestClient, settings: Settings, region: str, vector_tables: str
 ) -> None:
-    zooms = {"minzoom": "8", "maxzoom": "11", "format": "pmtiles"}
+    zooms = {"minzoom": "8", "maxzoom": "11", "archive": "pmtiles"}
     r = api.post(f"{EXPORT}/{region}", params=zooms, json=TRIANGLE)
     assert r.status_code == 200, r.text
     result = r.json()
@@ -376,7 +377,7 @@ def test_an_export_takes_a_geojson_body_and_a_coverage_layer(
     assert stored == coverage_tiles(Coverage.of_geojson(TRIANGLE), 8, 11)
 
     bahamas = {"coverage_layer": "public.countries", "where": "iso_a3 = 'BHS'"}
-    r = api.get(f"{EXPORT}/{region}", params={**bahamas, "minzoom": "8", "maxzoom": "10"})
+    r = api.post(f"{EXPORT}/{region}", params={**bahamas, "minzoom": "8", "maxzoom": "10"})
     assert r.status_code == 200, r.text
     result = r.json()
     dry = api.get(
@@ -408,11 +409,11 @@ def test_a_bad_coverage_is_400_and_nothing_is_written(
         r = (
             api.post(f"{EXPORT}/{region}", params=params, json=body)
             if body
-            else api.get(f"{EXPORT}/{region}", params=params)
+            else api.post(f"{EXPORT}/{region}", params=params)
         )
         assert r.status_code == 400, (params, r.text)
         assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == parameter
-    r = api.get(
+    r = api.post(
         f"{EXPORT}/{region}",
         params={"coverage_layer": "public.countries", "where": "iso_a3 = 'XXX'"},
     )
@@ -437,7 +438,7 @@ def test_a_caller_without_the_layer_gets_404_on_both_mounts(
     file_path = f"{export_path}/files/{scene_mbtiles['file']}"
     for headers in (others,):
         for r in (
-            api.get(export_path, params={"minzoom": 8, "maxzoom": 9}, headers=headers),
+            api.post(export_path, params={"minzoom": 8, "maxzoom": 9}, headers=headers),
             api.post(
                 export_path, params={"minzoom": 8, "maxzoom": 9}, json=TRIANGLE, headers=headers
             ),
@@ -446,7 +447,7 @@ def test_a_caller_without_the_layer_gets_404_on_both_mounts(
             assert r.status_code == 404, r.text
             assert scene not in r.text
     hidden = {"coverage_layer": "public.countries", "where": "iso_a3 = 'BHS'", "maxzoom": "9"}
-    r = api.get(export_path, params=hidden, headers=mine)
+    r = api.post(export_path, params=hidden, headers=mine)
     assert r.status_code == 404, r.text
     assert "public.countries" not in r.text
     assert (
@@ -457,7 +458,7 @@ def test_a_caller_without_the_layer_gets_404_on_both_mounts(
 def test_an_export_to_the_bucket_without_one_is_503_before_any_work(
     api: TestClient, scene: str
 ) -> None:
-    r = api.get(f"{EXPORT}/{scene}", params={"minzoom": 8, "maxzoom": 9, "isS3": 1})
+    r = api.post(f"{EXPORT}/{scene}", params={"minzoom": 8, "maxzoom": 9, "isS3": 1})
     assert r.status_code == 503, r.text
     assert "object storage is not configured" in assert_error(r.json(), "unavailable")["message"]
 
@@ -469,7 +470,7 @@ def test_cli_export_takes_the_coverages_of_the_api(
     shape.write_text(json.dumps({"type": "Feature", "properties": {}, "geometry": TRIANGLE}))
     out = tmp_path / "triangle.pmtiles"
     zooms = ("--minzoom", "8", "--maxzoom", "10")
-    argv = ("export", region, "--format", "pmtiles", *zooms, "--buffer", "16")
+    argv = ("export", region, "--archive", "pmtiles", *zooms, "--buffer", "16")
     run_mapsvc(settings, *argv, "--geojson", str(shape), "--out", str(out), check=True)
     with out.open("rb") as f:
         stored = {zxy for zxy, _ in all_tiles(MmapSource(f))}
@@ -525,11 +526,11 @@ def test_one_export_per_layer_at_a_time(
     """A second export of a layer being exported is ``409`` naming the job; another layer's
     export goes on; once the first ended, the layer can be exported again."""
     world = own_layer(settings, rdb, "single/world.rgb.tif", "export", "world-once.tif")
-    r = api.get(f"{EXPORT}/{world}?format=mbtiles&minzoom=0&maxzoom=8&async=1")
+    r = api.post(f"{EXPORT}/{world}?archive=mbtiles&minzoom=0&maxzoom=8&async=1")
     assert r.status_code == 202, r.text
     first = r.json()["id"]
     try:
-        again = api.get(f"{EXPORT}/{world}?format=pmtiles&minzoom=0&maxzoom=2")
+        again = api.post(f"{EXPORT}/{world}?archive=pmtiles&minzoom=0&maxzoom=2")
         assert again.status_code == 409, again.text
         error = assert_error(again.json(), "conflict")
         assert error["detail"]["job_id"] == first
@@ -537,6 +538,6 @@ def test_one_export_per_layer_at_a_time(
     finally:
         assert api.delete(f"/api-user/jobs/{first}").status_code in (200, 202)
     assert wait_state(api, first, timeout=60)["state"] in ("cancelled", "succeeded")
-    later = api.get(f"{EXPORT}/{world}?format=pmtiles&minzoom=0&maxzoom=2")
+    later = api.post(f"{EXPORT}/{world}?archive=pmtiles&minzoom=0&maxzoom=2")
     assert later.status_code == 200, later.text
     assert later.json()["tiles"] > 0

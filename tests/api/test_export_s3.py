@@ -76,8 +76,8 @@ def scene(settings: Settings, rdb: redis.Redis, raster_dir: Path) -> str:
 
 
 def export(api: TestClient, layer: str, archive: str) -> dict[str, Any]:
-    r = api.get(
-        f"/api-user/gis-layer-export/{layer}", params={**ZOOMS, "format": archive, "isS3": 1}
+    r = api.post(
+        f"/api-user/gis-layer-export/{layer}", params={**ZOOMS, "archive": archive, "isS3": 1}
     )
     assert r.status_code == 200, r.text
     result: dict[str, Any] = r.json()
@@ -163,7 +163,7 @@ def test_cli_export_to_the_bucket_is_served_by_the_download_route(
     s3_api: TestClient, s3_settings: Settings, s3_url: str, scene: str
 ) -> None:
     done = run_mapsvc(
-        s3_settings, "export", scene, "--format", "pmtiles", "--minzoom", "8", "--maxzoom", "9",
+        s3_settings, "export", scene, "--archive", "pmtiles", "--minzoom", "8", "--maxzoom", "9",
         "--bbox=-78.4,24.0,-77.1,25.1", "--s3", check=True,
     )  # fmt: skip
     match = re.fullmatch(rf"s3://{BUCKET}/(\S+): (\d+) tiles, (\d+) bytes\n", done.stdout)

@@ -99,6 +99,13 @@ def test_limit_defaults_to_10_and_a_larger_one_is_the_maximum(settings: Settings
         following = link(body, "next")
         assert following is not None
         assert "limit=40" in following["href"]
+        # the document says so where clients (QGIS, GDAL) read a page size: a component
+        document = client.get("/api-user/openapi.json").json()
+        limit = document["components"]["parameters"]["limit"]
+        assert (limit["name"], limit["in"]) == ("limit", "query")
+        assert (limit["schema"]["default"], limit["schema"]["maximum"]) == (10, 40)
+        items_get = document["paths"]["/ogc/collections/{collectionId}/items"]["get"]
+        assert {"$ref": "#/components/parameters/limit"} in items_get["parameters"]
 
 
 def test_bbox_4_or_6_numbers(oc: TestClient) -> None:

@@ -282,7 +282,7 @@ def test_pretile_makes_the_tiles_of_a_format_the_api_then_serves(
     root = settings.dirs.rtile / style / "en"
     for z in ("8", "9"):
         shutil.rmtree(root / z, ignore_errors=True)
-    r = tc.get(f"/api-user/gis-layer-pretile/{style}?minzoom=8&maxzoom=10&format=webp@2x")
+    r = tc.get(f"/api-user/gis-layer-pretile/{style}?minzoom=8&maxzoom=10&tile_format=webp@2x")
     assert r.status_code == 200, r.text
     assert [(z["zoom"], z["rendered"]) for z in r.json()["zooms"]] == [(8, 6), (9, 20)]
     made = sorted(root.glob("[89]/*/*"))
@@ -296,6 +296,6 @@ def test_pretile_makes_the_tiles_of_a_format_the_api_then_serves(
 
 
 def test_pretile_refuses_an_unknown_format(tc: TestClient, style: str) -> None:
-    r = tc.get(f"/api-user/gis-layer-pretile/{style}?dryrun=1&format=gif")
+    r = tc.get(f"/api-user/gis-layer-pretile/{style}?dryrun=1&tile_format=gif")
     assert r.status_code == 400
-    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "format"
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "tile_format"

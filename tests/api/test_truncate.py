@@ -103,7 +103,7 @@ def test_a_bbox_removes_exactly_its_tiles_in_every_variant_and_language(
     other = fill(root, f"{scene}_other", tiles)  # another layer's tiles, the same places
     url = f"/api-user/gis-layer-truncate/{scene}"
     query = {"bbox": ",".join(map(str, BOX)), "minzoom": "9", "maxzoom": "11"}
-    r = client.get(url, params=query, headers={"X-Request-ID": "truncate-bbox"})
+    r = client.post(url, params=query, headers={"X-Request-ID": "truncate-bbox"})
     result = finished(client, r)
     gone = meeting(Coverage.box(BOX), tiles, range(9, 11))
     assert 0 < len(gone) < len([t for t in tiles if 9 <= t.z < 11])  # some outside the box
@@ -126,15 +126,15 @@ def test_only_the_variant_and_language_named_go(
     tiles = around(range(9, 11))
     made = fill(root, scene, tiles)
     webp2x = TileVariant.from_name("webp@2x")
-    query = {"format": "webp@2x", "lang": "fr"}
-    result = finished(client, client.get(f"/api-user/gis-layer-truncate/{scene}", params=query))
+    query = {"tile_format": "webp@2x", "lang": "fr"}
+    result = finished(client, client.post(f"/api-user/gis-layer-truncate/{scene}", params=query))
     gone = keys_of(scene, tiles, ("fr",), (webp2x,))
     assert on_disk(root, scene) == made - gone
     assert result["removed"] == len(gone)
     assert (result["formats"], result["langs"]) == (["webp@2x"], ["fr"])
     # two variants, comma-separated; no coverage: every tile of the zooms
-    query = {"format": "png,jpg@2x", "minzoom": "10", "maxzoom": "11"}
-    finished(client, client.get(f"/api-user/gis-layer-truncate/{scene}", params=query))
+    query = {"tile_format": "png,jpg@2x", "minzoom": "10", "maxzoom": "11"}
+    finished(client, client.post(f"/api-user/gis-layer-truncate/{scene}", params=query))
     at_10 = [t for t in tiles if t.z == 10]
     more = keys_of(scene, at_10, LANGS, (VARIANTS[0], TileVariant.from_name("jpg@2x")))
     assert on_disk(root, scene) == made - gone - more
@@ -153,7 +153,7 @@ def test_a_polygon_or_a_coverage_layer_removes_the_tiles_meeting_it(
     assert on_disk(root, scene) == made - gone
     # the Bahamas of the countries table, at zoom 10
     query = {"coverage_layer": "public.countries", "where": "iso_a3 = 'BHS'", "minzoom": "10"}
-    result = finished(client, client.get(url, params=query))
+    result = finished(client, client.post(url, params=query))
     assert 0 < result["removed"] < len(keys_of(scene, [t for t in tiles if t.z == 10]))
     assert {int(k.split("/")[2]) for k in made - on_disk(root, scene)} == {9, 10}
 
@@ -163,7 +163,7 @@ def test_dryrun_counts_the_coverage_and_removes_nothing(
 ) -> None:
     root = settings.dirs.rtile
     made = fill(root, scene, around(range(9, 10)))
-    plan = client.get(
+    plan = client.post(
         f"/api-user/gis-layer-truncate/{scene}",
         params={"bbox": ",".join(map(str, BOX)), "dryrun": "1", "minzoom": "5", "maxzoom": "12"},
     ).json()
@@ -172,7 +172,7 @@ def test_dryrun_counts_the_coverage_and_removes_nothing(
         (z, box.count(z)) for z in range(5, 12)
     ]
     assert plan["total"] == sum(box.count(z) or 0 for z in range(5, 12))
-    everything = client.get(f"/api-user/gis-layer-truncate/{scene}?dryrun=1").json()
+    everything = client.post(f"/api-user/gis-layer-truncate/{scene}?dryrun=1").json()
     assert [z["tiles"] for z in everything["zooms"]] == [4**z for z in range(25)]
     assert on_disk(root, scene) == made
 
@@ -180,17 +180,17 @@ def test_dryrun_counts_the_coverage_and_removes_nothing(
 @pytest.mark.parametrize(
     ("method", "query", "body", "status", "parameter"),
     [
-        ("GET", {"format": "gif"}, None, 400, "format"),
-        ("GET", {"format": "png@3x"}, None, 400, "format"),
-        ("GET", {"lang": "english!"}, None, 400, "lang"),
-        ("GET", {"minzoom": "12", "maxzoom": "12"}, None, 400, "minzoom"),
-        ("GET", {"maxzoom": "26"}, None, 400, "maxzoom"),
-        ("GET", {"bbox": "1,2,3"}, None, 400, "bbox"),
-        ("GET", {"where": "name = 'x'"}, None, 400, "where"),
+        ("POST", {"tile_format": "gif"}, None, 400, "tile_format"),
+        ("POST", {"tile_format": "png@3x"}, None, 400, "tile_format"),
+        ("POST", {"lang": "english!"}, None, 400, "lang"),
+        ("POST", {"minzoom": "12", "maxzoom": "12"}, None, 400, "minzoom"),
+        ("POST", {"maxzoom": "26"}, None, 400, "maxzoom"),
+        ("POST", {"bbox": "1,2,3"}, None, 400, "bbox"),
+        ("POST", {"where": "name = 'x'"}, None, 400, "where"),
         ("POST", {"bbox": "0,0,1,1"}, TRIANGLE, 400, "body"),
         ("POST", {}, {"type": "LineString", "coordinates": [[0, 0], [1, 1]]}, 400, "type"),
         ("POST", {}, {**TRIANGLE, "coordinates": [[[0.5, 0.5]] * 100_000]}, 413, None),
-        ("GET", {"coverage_layer": "public.nosuch"}, None, 404, None),
+        ("POST", {"coverage_layer": "public.nosuch"}, None, 404, None),
     ],
 )
 def test_bad_requests_are_refused_and_remove_nothing(
@@ -211,7 +211,7 @@ def test_bad_requests_are_refused_and_remove_nothing(
     if parameter is not None:
         assert parameter in (error["detail"].get("parameter", ""), error["message"]), error
     assert on_disk(root, scene) == made
-    unknown = client.get("/api-user/gis-layer-truncate/no-such-layer")
+    unknown = client.post("/api-user/gis-layer-truncate/no-such-layer")
     assert unknown.status_code == 404
     assert_error(unknown.json(), "not-found")
 
@@ -228,8 +228,8 @@ def test_a_caller_without_the_layer_gets_404_through_both_mounts(
     limited = {"Authorization": f"Bearer {created.json()['key']}"}
     for mount in MOUNTS:
         for method, params, json_body in (
-            ("GET", {}, None),
-            ("GET", {"dryrun": "1"}, None),
+            ("POST", {}, None),
+            ("POST", {"dryrun": "1"}, None),
             ("POST", {}, TRIANGLE),
         ):
             r = client.request(
@@ -243,7 +243,7 @@ def test_a_caller_without_the_layer_gets_404_through_both_mounts(
             assert scene not in r.text
             assert r.json()["error"]["detail"]["parameter"] == "id"
         # its own layer, with a coverage layer it may not see
-        r = client.get(
+        r = client.post(
             f"{mount}/gis-layer-truncate/{world}",
             params={"coverage_layer": "public.countries", "dryrun": "1"},
             headers=limited,
@@ -262,7 +262,7 @@ def test_a_cancelled_truncation_ends_at_once(
         path = root / tile_key(scene, "en", tile)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x")
-    r = client.get(f"/api-user/gis-layer-truncate/{scene}", params={"async": "1", "minzoom": "14"})
+    r = client.post(f"/api-user/gis-layer-truncate/{scene}", params={"async": "1", "minzoom": "14"})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
     wait_running(client, job_id)
@@ -339,7 +339,7 @@ def test_truncating_the_bucket_removes_exactly_its_objects(
     on_file = fill(s3_settings.dirs.rtile, RGB_ID, tiles)
     query = {"bbox": ",".join(map(str, BOX)), "minzoom": "9", "isS3": "1"}
     result = finished(
-        s3_client, s3_client.get(f"/api-user/gis-layer-truncate/{RGB_ID}", params=query)
+        s3_client, s3_client.post(f"/api-user/gis-layer-truncate/{RGB_ID}", params=query)
     )
     gone = keys_of(RGB_ID, meeting(Coverage.box(BOX), tiles, range(9, 25)))
     assert gone
@@ -348,7 +348,7 @@ def test_truncating_the_bucket_removes_exactly_its_objects(
     assert result["stores"] == ["s3"]
     assert on_disk(s3_settings.dirs.rtile, RGB_ID) == on_file  # the disk is another cache
     # past 256 columns a zoom is listed flat: the whole zoom 9 (512 columns), one language
-    r = s3_client.get(f"/api-user/gis-layer-truncate/{RGB_ID}?isS3=1&lang=fr&minzoom=9&maxzoom=10")
+    r = s3_client.post(f"/api-user/gis-layer-truncate/{RGB_ID}?isS3=1&lang=fr&minzoom=9&maxzoom=10")
     finished(s3_client, r)
     at_9 = keys_of(RGB_ID, [t for t in tiles if t.z == 9], ("fr",))
     assert keys(s3_url, BUCKET, f"{RGB_ID}/") == made - gone - at_9

@@ -244,8 +244,9 @@ def make_floods(prefix: str, tiles: Sequence[str], login: str) -> list[Flood]:
         Flood("jobs", f"GET {prefix}/jobs", (f"{prefix}/jobs",)),
         Flood(
             "job starts",
-            f"GET {prefix}/diag/probe?steps=1&delay_ms=0 (operator key)",
+            f"POST {prefix}/diag/probe?steps=1&delay_ms=0 (operator key)",
             (f"{prefix}/diag/probe?steps=1&delay_ms=0",),
+            "POST",
             role="operator",
         ),
         Flood("providers", f"GET {prefix}/geocode?q=Kyiv", (f"{prefix}/geocode?q=Kyiv",)),

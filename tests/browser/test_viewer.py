@@ -589,9 +589,9 @@ def _unique_colours(page: Page) -> int:
 def test_a_pmtiles_export_is_drawn_from_its_url_with_range_requests(tab: Tab, world: str) -> None:
     """MapLibre with the `pmtiles` protocol draws the export straight from its download URL,
     pixel for pixel the layer's tiles, asking the archive by HTTP range requests."""
-    started = httpx.get(
+    started = httpx.post(
         f"{tab.base}/api-user/gis-layer-export/{world}",
-        params={"format": "pmtiles", "minzoom": 0, "maxzoom": 4, "async": 1},
+        params={"archive": "pmtiles", "minzoom": 0, "maxzoom": 4, "async": 1},
         headers=AUTH,
     )
     assert started.status_code == 202, started.text

@@ -475,7 +475,7 @@ def test_truncation_and_rerendering_stay_out_of_symbolic_links(
         headers=TEXT,
     )
     assert finished(client, rerendered)["rerendered"] == 0
-    truncated = finished(client, client.get(f"/api-user/gis-layer-truncate/{layer}"))
+    truncated = finished(client, client.post(f"/api-user/gis-layer-truncate/{layer}"))
     assert truncated["removed"] == len(mine)
     assert not any(path.exists() for path in mine)
     assert {path: path.read_bytes() for path in theirs} == theirs
@@ -524,7 +524,7 @@ def test_truncating_the_whole_grid_is_the_work_of_the_cached_tiles(
     mine = put_tiles(root, layer, names) | put_tiles(root, layer, names[:2], lang="fr")
     theirs = put_tiles(root, other, names)
     started = time.monotonic()
-    result = finished(client, client.get(f"/api-user/gis-layer-truncate/{layer}"))
+    result = finished(client, client.post(f"/api-user/gis-layer-truncate/{layer}"))
     seconds = time.monotonic() - started
     print(f"whole grid, zooms 0-24, every variant and language: {seconds:.2f} s")
     assert seconds < 30

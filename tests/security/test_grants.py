@@ -70,11 +70,9 @@ KVP_QUERIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def app(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
-) -> Iterator[TestClient]:
-    """The API (no credentials unless a request sends some) with A and B configured."""
+def serve_layers(settings: Settings, rdb: redis.Redis) -> Iterator[TestClient]:
+    """The API (no credentials unless a request sends some) with A and B configured (the
+    raster and vector tables made by the fixtures ``raster_dir`` and ``vector_tables``)."""
     for rel in (A_RASTER, B_RASTER):
         configure(settings, rdb, rel)
     exports = export_folder(settings.dirs.exports, MOSAIC_ID)
@@ -84,11 +82,22 @@ def app(
         yield client
 
 
-@pytest.fixture
-def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def send_no_task(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs are recorded but their tasks never sent: no worker runs them, whatever the test."""
     celery = app.app.state.services.jobs.celery  # type: ignore[attr-defined]
     monkeypatch.setattr(celery, "send_task", lambda *args, **kwargs: None)
+
+
+@pytest.fixture(scope="module")
+def app(
+    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
+) -> Iterator[TestClient]:
+    yield from serve_layers(settings, rdb)
+
+
+@pytest.fixture
+def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    send_no_task(app, monkeypatch)
 
 
 def limited_key(app: TestClient, role: str) -> dict[str, str]:
