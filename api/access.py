@@ -15,40 +15,20 @@ from functools import cached_property
 
 from starlette.requests import Request
 
+from api.scope import principal_of
 from api.services import settings_of
-from shared.auth.principal import ANONYMOUS, Principal, Role
+from shared.auth.principal import Role
 from shared.errors import ForbiddenError, InvalidInputError, NotFoundError, UnauthorizedError
 from shared.raster.paths import decode_id, encode_id, file_of_layer, normalise_path
 from shared.settings import Settings
 
 __all__ = [
-    "LAYER_KEY",
     "LAYER_PARAMETERS",
-    "PRINCIPAL_KEY",
     "Rule",
     "Sight",
     "is_public",
-    "layer_of",
-    "principal_of",
     "visible_layers",
 ]
-
-#: where the authentication middleware leaves the request's principal in the ASGI scope
-PRINCIPAL_KEY = "mapsvc.principal"
-#: where a route's rule leaves the layer the request names (for the jobs it starts)
-LAYER_KEY = "mapsvc.layer"
-
-
-def principal_of(request: Request) -> Principal:
-    """The principal of a request (anonymous when no authentication ran)."""
-    found: Principal = request.scope.get(PRINCIPAL_KEY, ANONYMOUS)
-    return found
-
-
-def layer_of(request: Request) -> str | None:
-    """The layer the request names, as its route's rule read it (None: none)."""
-    layer: str | None = request.scope.get(LAYER_KEY)
-    return layer
 
 
 def is_public(settings: Settings, layer: str) -> bool:

@@ -16,6 +16,7 @@ from starlette.routing import Mount
 from api.cors import cors_middleware
 from api.documents import Documents
 from api.errors import install_error_handlers
+from api.front import front_vector_cache
 from api.jobs import JobService, make_celery_client
 from api.metrics import MetricsMiddleware
 from api.middleware import AllowedHostsMiddleware, RequestIdMiddleware
@@ -167,6 +168,7 @@ async def _open_services(settings: Settings, stack: AsyncExitStack) -> Services:
         budgets=Budgets(settings.auth, aredis),
         documents=Documents(),
         shares=DatabaseShares(settings.db_statements_per_caller),
+        front_vtiles=front_vector_cache(settings),
     )
 
 

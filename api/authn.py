@@ -22,8 +22,8 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.access import PRINCIPAL_KEY
 from api.errors import error_for, www_authenticate
+from api.scope import PRINCIPAL_KEY
 from api.services import services
 from shared.auth.authenticator import Credentials
 from shared.auth.keys import is_api_key

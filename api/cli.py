@@ -96,9 +96,9 @@ def _exec(argv: list[str], env: dict[str, str] | None = None) -> int:
 def _render_tile(
     settings: Settings, style: str, zxy: tuple[str, str, str], lang: str | None, out: Path
 ) -> int:
+    from shared.base.grid import parse_tile
     from shared.errors import MapsvcError
     from shared.params import parse_lang
-    from shared.tiles.grid import parse_tile
     from shared.tiles.render import TileRenderer
 
     try:
@@ -128,15 +128,15 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 
     from shared.errors import MapsvcError
     from shared.params import parse_lang
-    from shared.tiles.coverage_ask import AskedCoverage, coverage_in_process
-    from shared.tiles.export import (
+    from shared.seeding.coverage_ask import AskedCoverage, coverage_in_process
+    from shared.seeding.export import (
         ExportJob,
         export_folder,
         export_layer,
         export_name,
         is_raster_layer,
     )
-    from shared.tiles.export_s3 import ExportBucket
+    from shared.seeding.export_s3 import ExportBucket
     from shared.tiles.render import TileRenderer
     from shared.tiles.stores import tile_stores
 

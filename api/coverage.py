@@ -10,8 +10,8 @@ from starlette.requests import Request
 
 from api.fields import Box, JobQuery, Srs, Text
 from api.services import services
-from shared.tiles.coverage import MAX_BUFFER, MAX_VERTICES, Coverage
-from shared.tiles.coverage_ask import AskedCoverage
+from shared.seeding.coverage import MAX_BUFFER, MAX_VERTICES, Coverage
+from shared.seeding.coverage_ask import AskedCoverage
 from shared.vector.catalog import VectorLayer
 from shared.vector.cql import MAX_FILTER_CHARS
 

@@ -10,7 +10,9 @@ routes of both mounts and the root (:func:`routes`), the OpenAPI document
 
 Each request of an endpoint goes through one wrapper (:meth:`Endpoint.answer`): credentials →
 rule → budget → parameters → ``handler(request[, query][, body])``. A query parameter the
-endpoint does not define is a ``400`` (:func:`api.fields.refuse_unknown`).
+endpoint does not define is a ``400`` (:func:`api.fields.refuse_unknown`). The handler of an
+endpoint that declares a ``job`` answers a :class:`~api.job_reply.JobStart`: the wrapper starts
+that job and replies (:func:`api.job_reply.reply`).
 """
 
 from __future__ import annotations
@@ -27,34 +29,29 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.access import LAYER_KEY, Rule, is_public
+from api.access import Rule, is_public
 from api.authn import identify
 from api.bodies import FORM_MAX_BYTES, capped
 from api.errors import error_for
-from api.fields import Query, parse, refuse_unknown
+from api.fields import JobQuery, Query, parse, refuse_unknown
+from api.job_reply import JobStart, reply
 from api.links import KEYED_KEY
 from api.quotas import Budget, caller_of
+from api.scope import LAYER_KEY
 from api.services import services, settings_of
 from api.shares import Held, HeldWhileSent
 from shared.errors import InvalidInputError
+from shared.queues import JobKind
 
-__all__ = ["ENDPOINT_KEY", "Endpoint", "Job", "endpoint_of", "routes"]
+__all__ = ["ENDPOINT_KEY", "Endpoint", "endpoint_of", "routes"]
 
 #: where the wrapper leaves the request's endpoint in the ASGI scope
 ENDPOINT_KEY = "mapsvc.endpoint"
 
-Handler = Callable[..., Awaitable[Response]]
+Handler = Callable[..., Awaitable[Response | JobStart]]
 Schema = dict[str, Any]
 #: where an endpoint is routed: under both mounts, at the root too, or at the root only
 Place = Literal["mounts", "mounts+root", "root"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """The job an endpoint starts: the record's kind and the Celery task that runs it."""
-
-    kind: str
-    task: str
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,8 @@ class Endpoint:
         errors: the error statuses it documents beyond those of its rule and budget.
         error_media: the media type of its error answers (OGC services answer XML, through
             their ``middleware``).
-        job: the job it starts (its answer is then the job's result, or ``202`` with it).
+        job: the job it starts: its handler answers a :class:`~api.job_reply.JobStart`, and
+            the endpoint the job's result, or ``202`` with the job.
         tag: its group in the document.
         name: its route name (default: the handler's name).
         summary: its summary (default: the first line of the handler's docstring).
@@ -110,7 +108,7 @@ class Endpoint:
     answer: type[BaseModel] | Mapping[str, Schema] | None = None
     errors: tuple[int, ...] = ()
     error_media: str = "application/json"
-    job: Job | None = None
+    job: JobKind | None = None
     tag: str = ""
     name: str = ""
     summary: str = ""
@@ -174,7 +172,14 @@ class Endpoint:
         try:
             if self.database:
                 held = await svc.shares.take(caller_of(scope))
-            response = await self.handler(request, *await self._arguments(request))
+            arguments = await self._arguments(request)
+            answer = await self.handler(request, *arguments)
+            if isinstance(answer, JobStart):
+                assert self.job is not None, f"{self.name} declares no job"
+                asked = arguments[0] if arguments else None
+                run_async = isinstance(asked, JobQuery) and asked.run_async
+                answer = await reply(request, self.job, answer, run_async=run_async)
+            response = answer
         except BaseException as exc:  # the error's answer, with the budget's headers
             if held is not None:
                 held.release()

@@ -50,8 +50,8 @@ from typing import Any
 
 from api.front_routes import location_pattern, parameter_pattern
 from api.mounts import USER_PREFIX
+from api.ogc_common import TMS_ID
 from api.routes import ogc_tiles, tiles, vector
-from api.routes.ogc import TMS_ID
 from api.routes.tiles import ACCESS_QUERY
 from shared.settings import Settings
 

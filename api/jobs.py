@@ -1,8 +1,6 @@
-"""Jobs seen from the API: enqueue, describe, cancel, wait, and the heavy-endpoint reply.
-
-A heavy endpoint enqueues a job and waits for it up to ``MAPSVC_JOB_WAIT_S``: finished in time,
-it answers the job's result (or its error); otherwise ``202`` with the job descriptor, whose
-``links`` point at the job and its event stream. ``?async=1`` answers ``202`` at once.
+"""Jobs seen from the API: enqueue, describe, list, cancel and wait, for a :class:`JobView`
+(who looks, what they see, how links are written), never for a request: the heavy-endpoint
+reply that puts them together is ``api.job_reply``'s.
 
 Waits and event streams block on Redis reads: they take their connections from a bounded pool of
 their own (``MAPSVC_STREAM_REDIS_MAX_CONNECTIONS``), so they never take those of other requests;
@@ -15,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,35 +23,29 @@ import redis.asyncio as aioredis
 from celery import Celery
 from celery.result import AsyncResult
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
-from api.access import layer_of, principal_of, visible_layers
-from api.endpoint import endpoint_of
-from api.links import job_links, link
 from shared import events
 from shared.auth.principal import Principal
 from shared.errors import (
     ConflictError,
     InvalidInputError,
-    JobCancelledError,
     NotFoundError,
     UnavailableError,
-    error_from_code,
 )
 from shared.jobs import FINISH_CANCELLED, JobRecord, JobStore
 from shared.jobs_access import check_may_see, may_see
 from shared.logs import REQUEST_ID
 from shared.queues import celery_config
 from shared.redis_clients import blocking_pool, held_client
+from shared.seeding.pretile import free_run
 from shared.settings import Settings
-from shared.tiles.pretile import LayerLock, free_run
 
 __all__ = [
     "JOB_STATES",
     "MAX_JOBS_SCANNED",
-    "JobQuery",
+    "JobSelection",
     "JobService",
+    "JobView",
     "check_job_id",
     "make_celery_client",
 ]
@@ -90,7 +82,7 @@ MAX_JOBS_SCANNED = 2000
 
 
 @dataclass(frozen=True)
-class JobQuery:
+class JobSelection:
     """What a listing of the jobs collection selects, in which order, which page."""
 
     kind: str | None = None
@@ -105,6 +97,16 @@ class JobQuery:
         return (self.kind is None or record.kind == self.kind) and (
             self.layer is None or record.layer == self.layer
         )
+
+
+@dataclass(frozen=True)
+class JobView:
+    """Who looks at jobs: the principal (whose jobs it sees), whether it sees a layer (a
+    coverage's polygons it may not see are hidden), and a job's links as written for it."""
+
+    principal: Principal
+    sees: Callable[[str], bool]
+    links: Callable[[str], dict[str, str]]
 
 
 def check_job_id(job_id: str) -> str:
@@ -143,14 +145,13 @@ def _coverage_layers(value: Any) -> list[str]:
     return []
 
 
-def shown_params(params: dict[str, Any], request: Request | None) -> dict[str, Any]:
+def shown_params(params: dict[str, Any], view: JobView | None) -> dict[str, Any]:
     """A job's parameters as its descriptor shows them: one of more than
     :data:`SHOWN_PARAM_BYTES` as its size (``{"omitted_bytes": n}``), one holding the polygons
-    of a layer the caller may not see as ``{"hidden": true}``."""
+    of a layer ``view`` does not see as ``{"hidden": true}``."""
     shown: dict[str, Any] = {}
     for name, value in params.items():
-        layers = _coverage_layers(value)
-        if request is not None and len(visible_layers(request, layers)) < len(layers):
+        if view is not None and not all(view.sees(layer) for layer in _coverage_layers(value)):
             shown[name] = {"hidden": True}
             continue
         size = len(json.dumps(value, separators=(",", ":")))
@@ -158,9 +159,9 @@ def shown_params(params: dict[str, Any], request: Request | None) -> dict[str, A
     return shown
 
 
-def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[str, Any]:
-    """The job descriptor: state, progress, times, result or error; links when it answers
-    ``request``."""
+def _descriptor(record: JobRecord, state: str, view: JobView | None) -> dict[str, Any]:
+    """The job descriptor: state, progress, times, result or error; links when ``view``
+    looks."""
     return {
         "id": record.id,
         "kind": record.kind,
@@ -168,7 +169,7 @@ def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[
         "layer": record.layer or None,
         "request_id": record.request_id or None,
         "progress": record.progress,
-        "params": shown_params(record.params, request),
+        "params": shown_params(record.params, view),
         "created": _iso(record.created),
         "started": _iso(record.started),
         "finished": _iso(record.finished),
@@ -177,7 +178,7 @@ def _descriptor(record: JobRecord, state: str, request: Request | None) -> dict[
         "cancel_requested": record.cancel_requested,
         "result": record.result,
         "error": record.error,
-    } | ({"links": job_links(request, record.id)} if request is not None else {})
+    } | ({"links": view.links(record.id)} if view is not None else {})
 
 
 class JobService:
@@ -273,50 +274,44 @@ class JobService:
         self.celery.send_task(task_name, kwargs=params, task_id=job_id)
         return job_id
 
-    async def describe(self, job_id: str, request: Request | None = None) -> dict[str, Any]:
+    async def describe(self, job_id: str, view: JobView | None = None) -> dict[str, Any]:
         """The job descriptor: state, progress, times, result or error, and its links when
-        it answers ``request``.
+        ``view`` looks.
 
         Raises:
-            NotFoundError: no such job (or it expired), or one ``request``'s principal may
-                not see (its creator, and operators who see its layer, may).
+            NotFoundError: no such job (or it expired), or one ``view``'s principal may not
+                see (its creator, and operators who see its layer, may).
         """
         record, state = await run_in_threadpool(self._settled, check_job_id(job_id))
-        if request is not None:
-            check_may_see(principal_of(request), record)
-        return _descriptor(record, state, request)
+        if view is not None:
+            check_may_see(view.principal, record)
+        return _descriptor(record, state, view)
 
-    async def listing(self, request: Request, query: JobQuery) -> dict[str, Any]:
-        """The jobs ``request``'s principal may see that ``query`` selects, one page of them.
+    async def listing(
+        self, view: JobView, query: JobSelection
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The jobs ``view``'s principal may see that ``query`` selects, one page of them, and
+        whether there is a next page.
 
         At most :data:`MAX_JOBS_SCANNED` of the newest (or oldest) jobs are looked at, so a
-        request does bounded work; ``next`` is the URL of the next page, or None.
+        request does bounded work.
         """
-        principal = principal_of(request)
         found: list[dict[str, Any]] = []
         scanned, step = 0, 200
         want = query.offset + query.limit + 1  # one more: is there a next page?
         while len(found) < want and scanned < MAX_JOBS_SCANNED:
-            batch, listed = await run_in_threadpool(self._select, scanned, step, principal, query)
-            found += [_descriptor(record, state, request) for record, state in batch]
+            batch, listed = await run_in_threadpool(
+                self._select, scanned, step, view.principal, query
+            )
+            found += [_descriptor(record, state, view) for record, state in batch]
             scanned += step
             if listed < step:
                 break
         page = found[query.offset : query.offset + query.limit]
-        more = len(found) > query.offset + query.limit
-        params = [(k, v) for k, v in request.query_params.multi_items() if k != "offset"]
-        next_url = link(
-            request, request.url.path, [*params, ("offset", str(query.offset + query.limit))]
-        )
-        return {
-            "jobs": page,
-            "limit": query.limit,
-            "offset": query.offset,
-            "next": next_url if more else None,
-        }
+        return page, len(found) > query.offset + query.limit
 
     def _select(
-        self, start: int, count: int, principal: Principal, query: JobQuery
+        self, start: int, count: int, principal: Principal, query: JobSelection
     ) -> tuple[list[tuple[JobRecord, str]], int]:
         """Of ``count`` jobs from position ``start``, those ``principal`` may see that ``query``
         selects (records and states); and how many jobs were listed."""
@@ -413,87 +408,3 @@ class JobService:
             if event is None:
                 await run_in_threadpool(self._settled, job_id)
         return False  # pragma: no cover - follow never ends by itself
-
-    async def reply_locked(
-        self,
-        request: Request,
-        params: dict[str, Any],
-        lock: LayerLock,
-        doing: str,
-        *,
-        run_async: bool,
-        job_id: str | None = None,
-    ) -> Response:
-        """:meth:`reply` for a job (``job_id``: its id, chosen) that holds its layer's ``lock``
-        (one at a time per layer): taken for the job before it is enqueued, given back when it
-        never was or failed in time (the job's end gives it back otherwise).
-
-        Raises:
-            ConflictError: another job holds the layer (``doing`` it: ``pre-tiled``, …).
-        """
-        job_id = job_id or str(uuid.uuid4())
-        running = await run_in_threadpool(lock.acquire, job_id)
-        if running is not None:
-            raise ConflictError(
-                f"layer {lock.layer} is being {doing} by job {running}: wait for it to end or"
-                " cancel it",
-                job_id=running,
-                links=job_links(request, running),
-            )
-        try:
-            return await self.reply(request, params, run_async=run_async, job_id=job_id)
-        except Exception:
-            await run_in_threadpool(lock.release, job_id)
-            raise
-
-    async def reply(
-        self,
-        request: Request,
-        params: dict[str, Any],
-        *,
-        run_async: bool,
-        dedup: bool = False,
-        job_id: str | None = None,
-        layer: str | None = None,
-    ) -> Response:
-        """The heavy-endpoint reply: the job's result when it ends in time, else ``202``.
-
-        The job is the one the request's endpoint declares (``Endpoint.job``), with
-        ``params``, about ``layer`` (default: the one the route's rule read); ``run_async`` (its
-        ``async=1``): ``202`` at once.
-
-        Raises:
-            MapsvcError: the job failed in time; its error, with the job id in the detail.
-            UnavailableError: the stream pool has no connection to wait with; nothing was
-                enqueued (503 with ``Retry-After``).
-        """
-        declared = endpoint_of(request).job
-        assert declared is not None, "the endpoint declares no job"
-        kind, task_name = declared.kind, declared.task
-        ended, owner = False, principal_of(request).id
-        layer = layer or layer_of(request) or ""
-        if run_async or self.settings.jobs.wait_s <= 0:
-            job_id = await self.enqueue(
-                kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
-            )
-        else:
-            # the connection first: when there is none, the job is refused, not left unwatched
-            async with held_client(self.stream_pool) as client:
-                job_id = await self.enqueue(
-                    kind, task_name, params, dedup=dedup, job_id=job_id, owner=owner, layer=layer
-                )
-                ended = await self.wait_final(client, job_id, self.settings.jobs.wait_s)
-        headers = {"X-Job-ID": job_id}
-        if ended:
-            job = await self.describe(job_id, request)
-            if job["state"] == "succeeded":
-                return JSONResponse(job["result"], headers=headers)
-            if job["state"] == "cancelled":
-                raise JobCancelledError(f"job {job_id} was cancelled", job_id=job_id)
-            error = job["error"] or {"code": "internal", "message": "the job failed"}
-            raise error_from_code(
-                error["code"], error["message"], {**error.get("detail", {}), "job_id": job_id}
-            )
-        job = await self.describe(job_id, request)
-        headers["Location"] = job["links"]["self"]
-        return JSONResponse(job, status_code=202, headers=headers)

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from api.access import PRINCIPAL_KEY
 from api.errors import error_response
+from api.scope import PRINCIPAL_KEY
 from shared.auth.principal import Principal
 from shared.errors import TooManyRequestsError
 from shared.quotas import Decision, hit

@@ -8,21 +8,26 @@ canonical :class:`~shared.raster.rendering.Rendering`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from api.fields import Query
+from shared.errors import InvalidInputError
 from shared.raster.rendering import (
     ALGORITHMS,
     MAX_COLORMAP_BYTES,
     MAX_EXPRESSION_CHARS,
     Rendering,
+    effective_rendering,
     parse_rendering,
+    rendering_from_json,
 )
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling, parse_resampling
+from shared.tiles.styles import StyleInfo
 
-__all__ = ["RenderQuery", "Resampling", "rendering_pairs"]
+__all__ = ["RenderQuery", "Resampling", "drawing_of", "raster_source", "rendering_pairs"]
 
 
 def _resampling_name(text: str) -> str:
@@ -151,3 +156,25 @@ def rendering_pairs(rendering: Rendering) -> list[tuple[str, str]]:
         values = value if isinstance(value, list) else [value]
         pairs.extend((name, str(v)) for v in values)
     return pairs
+
+
+def raster_source(info: StyleInfo) -> Path:
+    """The source of the raster layer ``info``.
+
+    Raises:
+        InvalidInputError: the layer is not a raster (a style of vectors).
+    """
+    if info.source is None:
+        raise InvalidInputError("this layer is not a raster", style=info.style)
+    return info.source
+
+
+def drawing_of(info: StyleInfo, query: RenderQuery) -> Rendering:
+    """How the raster layer ``info`` is drawn with the parameters of ``query``.
+
+    Raises:
+        InvalidInputError: a parameter out of its bounds, or the layer is not a raster.
+    """
+    raster_source(info)
+    own = rendering_from_json(info.rendering) if info.rendering else None
+    return effective_rendering(query.rendering(info.band_count), own)

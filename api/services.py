@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
@@ -73,6 +73,9 @@ class Services:
     """The documents built once (the OpenAPI document of each mount)."""
     shares: DatabaseShares
     """Each caller's database slots."""
+    front_vtiles: dict[str, Any]
+    """Where the nginx front keeps vector tiles, and their paths' patterns
+    (``api.front.front_vector_cache``): what truncation and expiry remove from it."""
 
 
 def services(conn: HTTPConnection) -> Services:

@@ -1,4 +1,5 @@
-"""Celery configuration as plain data, shared by the workers and the API's client.
+"""Celery configuration as plain data, shared by the workers and the API's client, and the
+jobs' kinds and task names, read by the API (which sends them) and the workers (which run them).
 
 Kept free of Celery imports so that the domain stays importable without it. Queues are by kind of
 work, so a host can run workers for one kind only (``mapsvc worker -Q tiles``).
@@ -6,14 +7,54 @@ work, so a host can run workers for one kind only (``mapsvc worker -Q tiles``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from shared.settings import Settings
 
-__all__ = ["QUEUES", "celery_config"]
+__all__ = [
+    "CHUNK_TASK",
+    "EXPIRE",
+    "EXPORT",
+    "JobKind",
+    "PRETILE",
+    "PROBE",
+    "QUEUES",
+    "RASTER_COMPRESS",
+    "RASTER_CONFIG",
+    "SEND_CHUNKS_TASK",
+    "SPEED_TEST",
+    "TRUNCATE",
+    "WATCHDOG_TASK",
+    "celery_config",
+]
 
 #: Queue of each task-name prefix.
 QUEUES = {"diag": "default", "jobs": "default", "raster": "raster", "tiles": "tiles"}
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of job: the name its records carry (``/jobs?kind=``) and the Celery task that
+    runs it (the task name's prefix picks its queue, :data:`QUEUES`)."""
+
+    kind: str
+    task: str
+
+
+PROBE = JobKind("probe", "diag.probe")
+RASTER_CONFIG = JobKind("raster-config", "raster.configure")
+RASTER_COMPRESS = JobKind("raster-compress", "raster.compress")
+PRETILE = JobKind("pretile", "tiles.pretile")
+SPEED_TEST = JobKind("speed-test", "tiles.speed_test")
+EXPORT = JobKind("export", "tiles.export")
+TRUNCATE = JobKind("truncate", "tiles.truncate")
+EXPIRE = JobKind("expire", "tiles.expire")
+#: the tasks that are steps of a pre-tiling job: sending its chunks, rendering one
+SEND_CHUNKS_TASK = "tiles.send_chunks"
+CHUNK_TASK = "tiles.chunk"
+#: the task that ends the jobs whose workers are gone (sent by each worker's beat)
+WATCHDOG_TASK = "jobs.watchdog"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -69,7 +110,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": "celery.beat:Scheduler",
         "beat_schedule": {
             "jobs-watchdog": {
-                "task": "jobs.watchdog",
+                "task": WATCHDOG_TASK,
                 "schedule": settings.jobs.watchdog_interval_s,
                 "options": {"expires": settings.jobs.watchdog_interval_s},
             }

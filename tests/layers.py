@@ -16,11 +16,12 @@ from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import MemoryFile
 from rasterio.warp import Resampling, reproject
 
+from shared.base.grid import TileAddress
 from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
+from shared.tiles.store import FileTileStore
 
 __all__ = [
     "MOSAIC_ID",
@@ -75,6 +76,7 @@ def configuration(
         lang=lang,
         url_prefix=url_prefix,
         refresh=False,
+        stores=[FileTileStore(settings.dirs.rtile)],
     )
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import redis
 
+from shared.base.formats import TileVariant
+from shared.base.grid import TileAddress
+from shared.seeding.coverage import Coverage
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.formats import TileVariant
-from shared.tiles.grid import TileAddress
 from tests.api.test_expiry import T9, family
 from tests.api.test_truncate import BOX, LANGS, around, fill, keys_of, meeting, on_disk
 from tests.checks import ADMIN_KEY

@@ -10,6 +10,7 @@ from typing import Any
 
 from celery import Task
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
+from celery.signals import worker_process_init
 from celery.states import REVOKED
 
 from shared.errors import JobCancelledError, MapsvcError
@@ -33,8 +34,10 @@ def job_store() -> JobStore:
     return _store()
 
 
-def reset_store() -> None:
-    """Forget the Redis connection (called in each new worker process)."""
+@worker_process_init.connect
+def reset_store(**_: Any) -> None:
+    """Forget the Redis connection: opened in the parent, it must not be shared with forked
+    worker processes (run in each new one)."""
     _store.cache_clear()
 
 

@@ -74,14 +74,6 @@ def _keep_image_memory(**_: Any) -> None:
     keep_image_memory()
 
 
-@worker_process_init.connect
-def _reset_connections(**_: Any) -> None:
-    # Connections opened in the parent must not be shared with forked children.
-    from workers import _job
-
-    _job.reset_store()
-
-
 @worker_process_shutdown.connect
 @worker_shutdown.connect
 def _forget_live_gauges(**_: Any) -> None:

@@ -20,18 +20,21 @@ from starlette.types import Receive, Scope, Send
 
 from api.access import Rule
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
-from api.endpoint import Endpoint, Job
+from api.endpoint import Endpoint
 from api.errors import error_response
 from api.fields import Flag, Lang, Query, Text
+from api.job_reply import JobStart
 from api.layers import any_layer
 from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
 from api.services import services
+from shared.base.grid import MAX_ZOOM
 from shared.errors import NotFoundError
+from shared.queues import EXPORT
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
-from shared.tiles.coverage import Coverage
-from shared.tiles.export import (
+from shared.seeding.coverage import Coverage
+from shared.seeding.export import (
     ExportJob,
     check_export_name,
     export_file,
@@ -40,7 +43,7 @@ from shared.tiles.export import (
     plan_export,
     tile_format_of,
 )
-from shared.tiles.export_s3 import (
+from shared.seeding.export_s3 import (
     MEDIA_TYPES,
     ExportBucket,
     ExportObject,
@@ -48,8 +51,7 @@ from shared.tiles.export_s3 import (
     single_range,
     well_formed,
 )
-from shared.tiles.grid import MAX_ZOOM
-from shared.tiles.pretile import LayerLock
+from shared.seeding.pretile import LayerLock
 
 __all__ = ["ENDPOINTS"]
 
@@ -90,7 +92,7 @@ class ExportFileQuery(Query):
 
 async def post_layer_export(
     request: Request, query: ExportQuery, body: CoverageBody | None
-) -> Response:
+) -> JobStart:
     """Export a layer's tiles for a coverage and zooms as an MBTiles or PMTiles file.
 
     Raster tiles are those ``rtile`` answers (from the tile cache, the missing ones rendered
@@ -128,10 +130,7 @@ async def post_layer_export(
     cap = svc.settings.tiles.pretile_max_tiles
     await run_in_threadpool(plan_export, coverage, job.minzoom, maxzoom, cap)  # 422 now
     lock = LayerLock(svc.jobs.store, query.id, svc.settings.jobs.time_limit_s, kind="export")
-    params = dataclasses.asdict(job)
-    return await svc.jobs.reply_locked(
-        request, params, lock, "exported", run_async=query.run_async, job_id=job_id
-    )
+    return JobStart(dataclasses.asdict(job), job_id=job_id, lock=lock, doing="exported")
 
 
 async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Response:
@@ -213,7 +212,7 @@ ENDPOINTS = [
         body_optional=True,
         answer=_EXPORTED,
         errors=(404, 409, 422),
-        job=Job("export", "tiles.export"),
+        job=EXPORT,
         tag="tiles",
     ),
     _endpoint(

@@ -10,19 +10,22 @@ from pydantic_core import PydanticCustomError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from api.access import Rule, principal_of
-from api.endpoint import Endpoint, Job
+from api.access import Rule
+from api.endpoint import Endpoint
 from api.fields import JobQuery, Query, Text, job_id, stream_entry
-from api.jobs import JOB_STATES, MAX_JOBS_SCANNED
-from api.jobs import JobQuery as Selection
+from api.job_reply import JobStart, view_of
+from api.jobs import JOB_STATES, MAX_JOBS_SCANNED, JobSelection
+from api.links import link
 from api.openapi.answers import content, json_body
 from api.openapi.models import Job as JobDescriptor
 from api.openapi.models import JobList, ProbeResult, Schema, SseEvent, ref
+from api.scope import principal_of
 from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
 from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS, check_probe_params
 from shared.errors import NotFoundError
+from shared.queues import PROBE
 from shared.raster.paths import MAX_ID_CHARS
 
 __all__ = ["ENDPOINTS"]
@@ -94,7 +97,7 @@ async def list_jobs(request: Request, query: ListQuery) -> JSONResponse:
     ``limit`` and ``offset`` page (spec 4.0 rule 3). Callers see their own jobs; operators
     those of the layers they see too (every job, when not limited to layers).
     """
-    selection = Selection(
+    selection = JobSelection(
         kind=query.kind,
         state=query.state,
         layer=query.layer,
@@ -102,12 +105,22 @@ async def list_jobs(request: Request, query: ListQuery) -> JSONResponse:
         limit=query.limit,
         offset=query.offset,
     )
-    return JSONResponse(await services(request).jobs.listing(request, selection))
+    page, more = await services(request).jobs.listing(view_of(request), selection)
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "offset"]
+    following = [*params, ("offset", str(query.offset + query.limit))]
+    return JSONResponse(
+        {
+            "jobs": page,
+            "limit": query.limit,
+            "offset": query.offset,
+            "next": link(request, request.url.path, following) if more else None,
+        }
+    )
 
 
 async def get_job(request: Request, query: JobIdQuery) -> JSONResponse:
     """A job's state, progress, result or error."""
-    return JSONResponse(await services(request).jobs.describe(query.job_id, request))
+    return JSONResponse(await services(request).jobs.describe(query.job_id, view_of(request)))
 
 
 async def delete_job(request: Request, query: JobIdQuery) -> JSONResponse:
@@ -117,7 +130,7 @@ async def delete_job(request: Request, query: JobIdQuery) -> JSONResponse:
     """
     jobs = services(request).jobs
     ended = await jobs.cancel(query.job_id, principal_of(request))
-    return JSONResponse(await jobs.describe(query.job_id, request), 200 if ended else 202)
+    return JSONResponse(await jobs.describe(query.job_id, view_of(request)), 200 if ended else 202)
 
 
 async def get_job_events(request: Request, query: JobEventsQuery) -> Response:
@@ -127,7 +140,7 @@ async def get_job_events(request: Request, query: JobEventsQuery) -> Response:
     """
     jobs = services(request).jobs
     job_id = query.job_id
-    await jobs.describe(job_id, request)  # 404 for an unknown job, or another's
+    await jobs.describe(job_id, view_of(request))  # 404 for an unknown job, or another's
     stream = events.job_stream(job_id)
     after = await job_resume_point(request, query.after, jobs.aredis, stream)
     if after is None:
@@ -163,7 +176,7 @@ async def get_events(request: Request, query: EventsQuery) -> Response:
     )
 
 
-async def post_probe(request: Request, query: ProbeQuery) -> Response:
+async def post_probe(request: Request, query: ProbeQuery) -> JobStart:
     """The pipeline probe: a job that only reports.
 
     The heavy-endpoint reply: its result, or ``202`` with the job. Off unless
@@ -173,8 +186,7 @@ async def post_probe(request: Request, query: ProbeQuery) -> Response:
     if not svc.jobs.settings.diag_probe:
         raise NotFoundError(f"no route {request.method} {request.url.path}")
     check_probe_params(query.steps, query.delay_ms, query.fail_at)  # fail_at <= steps
-    params = {"steps": query.steps, "delay_ms": query.delay_ms, "fail_at": query.fail_at}
-    return await svc.jobs.reply(request, params, run_async=query.run_async)
+    return JobStart({"steps": query.steps, "delay_ms": query.delay_ms, "fail_at": query.fail_at})
 
 
 def _last_event_id() -> Schema:
@@ -256,6 +268,6 @@ ENDPOINTS = [
         budget="jobs",  # it starts jobs like any other
         query=ProbeQuery,
         answer={"200": json_body(ProbeResult, "The probe's result")},
-        job=Job("probe", "diag.probe"),
+        job=PROBE,
     ),
 ]

@@ -25,12 +25,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import Rule
+from api.answers import geojson_response
 from api.endpoint import Endpoint
 from api.fields import Clamped, Declared, Query, Text
 from api.links import keyed_link, keyed_url, route_path
+from api.ogc_common import CRS84, GEOJSON
 from api.openapi.answers import content
 from api.openapi.models import Feature, FeatureCollection, ref
-from api.routes.vector import geojson_response
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
 from shared.params import parse_bbox
@@ -40,29 +41,9 @@ from shared.vector.features import open_geojson
 from shared.vector.geojson import GeoJsonParams, OgcMembers, geojson
 from shared.vector.query import LayerQuery, parse_names
 
-__all__ = ["CONFORMANCE", "ENDPOINTS"]
+__all__ = ["ENDPOINTS"]
 
-_FEATURES = "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/"
-_FILTER = "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/"
-_CQL2 = "http://www.opengis.net/spec/cql2/1.0/conf/"
-#: the Features and CQL2 conformance classes implemented here (the conformance page lists them)
-CONFORMANCE: tuple[str, ...] = (
-    _FEATURES + "core",
-    _FEATURES + "geojson",
-    _FEATURES + "oas30",
-    _FILTER + "queryables",
-    _FILTER + "filter",
-    _FILTER + "features-filter",
-    _CQL2 + "cql2-text",
-    _CQL2 + "basic-cql2",
-    _CQL2 + "advanced-comparison-operators",
-    _CQL2 + "basic-spatial-functions",
-    _CQL2 + "basic-spatial-functions-plus",
-    _CQL2 + "spatial-functions",
-)
 
-GEOJSON = "application/geo+json"
-CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
 WEB_MERCATOR = "http://www.opengis.net/def/crs/EPSG/0/3857"
 #: the output CRSs offered, by URI: their EPSG codes
 _SRIDS = {CRS84: 4326, WEB_MERCATOR: 3857}

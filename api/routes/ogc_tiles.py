@@ -19,12 +19,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
+from api.answers import MVT, tile_image, vector_tile_answer
 from api.endpoint import Endpoint
 from api.fields import Lang
 from api.links import keyed_link, route_path
-from api.openapi.models import Schema
-from api.rendering import RenderQuery, rendering_pairs
-from api.routes.ogc import (
+from api.ogc_common import (
     JSON,
     JSON_PAGE,
     TMS_CRS,
@@ -37,12 +36,12 @@ from api.routes.ogc import (
     tms_id,
     tms_link,
 )
-from api.routes.tiles import tile_image
-from api.routes.vector import MVT, vector_tile_answer
+from api.openapi.models import Schema
+from api.rendering import RenderQuery, rendering_pairs
 from api.services import services
+from shared.base.formats import TileFormat, TileVariant
+from shared.base.grid import MAX_ZOOM, TMS, parse_tile
 from shared.errors import InvalidInputError
-from shared.tiles.formats import TileFormat, TileVariant
-from shared.tiles.grid import MAX_ZOOM, TMS, parse_tile
 from shared.vector.query import LayerQuery
 
 __all__ = ["ENDPOINTS"]

@@ -7,16 +7,18 @@ import functools
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 
 from api.access import Rule, Sight
-from api.endpoint import Endpoint, Handler, Job
+from api.endpoint import Endpoint, Handler
 from api.fields import Flag, JobQuery, Query, RasterId, Text, raster_id
+from api.job_reply import JobStart
 from api.links import api_prefix
 from api.openapi.answers import json_body
 from api.openapi.models import CompressResult, RasterConfig, RasterInfo, RasterListing, RasterStat
 from api.rendering import RenderQuery, Resampling
 from api.services import services
+from shared.queues import RASTER_COMPRESS, RASTER_CONFIG, JobKind
 from shared.raster.layer import locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id
 from shared.raster.queries import ResultCache, raster_info_of, raster_listing, raster_stat_of
@@ -118,7 +120,7 @@ async def get_raster_list(request: Request, query: ListingQuery) -> JSONResponse
     return JSONResponse(listing)
 
 
-async def get_raster_config(request: Request, query: ConfigQuery) -> Response:
+async def get_raster_config(request: Request, query: ConfigQuery) -> JobStart:
     """Configure the raster at a path as a layer (spec 4.4, 2.2).
 
     A job; drawn with ``resampling`` (absent: as it was configured last, else bilinear; nearest
@@ -139,7 +141,7 @@ async def get_raster_config(request: Request, query: ConfigQuery) -> Response:
         "resampling": query.resampling,
         "rendering": None if rendering.empty else rendering.to_json(),
     }
-    return await svc.jobs.reply(request, params, run_async=query.run_async, dedup=True)
+    return JobStart(params, dedup=True)
 
 
 async def get_raster_stat(request: Request, query: RasterQuery) -> JSONResponse:
@@ -169,13 +171,12 @@ async def get_raster_info(request: Request, query: InfoQuery) -> JSONResponse:
     return JSONResponse(info)
 
 
-async def get_layer_compress(request: Request, query: CompressQuery) -> Response:
+async def get_layer_compress(request: Request, query: CompressQuery) -> JobStart:
     """Compress a layer's rasters into commpress (spec 4.3)."""
     svc = services(request)
     rel = decode_id(query.id)
     where = await run_in_threadpool(locate_layer, svc.settings.work_dir, rel, rasters=svc.rasters)
-    params = {"path": where.rel_path}
-    return await svc.jobs.reply(request, params, run_async=query.run_async, dedup=True)
+    return JobStart({"path": where.rel_path}, dedup=True)
 
 
 #: an endpoint of the rasters: a GET of their group
@@ -208,7 +209,7 @@ def _job(
     query: type[Query],
     model: type[BaseModel],
     said: str,
-    job: Job,
+    job: JobKind,
 ) -> Endpoint:
     """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget.
 
@@ -235,7 +236,7 @@ ENDPOINTS = [
         ConfigQuery,
         RasterConfig,
         "The layer",
-        Job("raster-config", "raster.configure"),
+        RASTER_CONFIG,
     ),
     _read(
         "/gis-raster-stat/{id}", get_raster_stat, ("id",), RasterQuery, RasterStat, "The statistics"
@@ -255,6 +256,6 @@ ENDPOINTS = [
         CompressQuery,
         CompressResult,
         "The compressed files",
-        Job("raster-compress", "raster.compress"),
+        RASTER_COMPRESS,
     ),
 ]

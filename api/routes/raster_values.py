@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -14,13 +12,10 @@ from api.endpoint import Endpoint
 from api.fields import style_id
 from api.openapi.answers import json_body
 from api.openapi.models import Legend, PointValues
-from api.rendering import RenderQuery
+from api.rendering import RenderQuery, drawing_of, raster_source
 from api.services import services
-from shared.errors import InvalidInputError
 from shared.raster.legend import legend, legend_png
 from shared.raster.point import point_values
-from shared.raster.rendering import Rendering, effective_rendering, rendering_from_json
-from shared.tiles.styles import StyleInfo
 
 __all__ = ["ENDPOINTS", "drawing_of"]
 
@@ -38,28 +33,6 @@ class PointQuery(LegendQuery):
 
     lon: float = Field(ge=-180, le=180, description="Longitude", examples=[-77.5])
     lat: float = Field(ge=-90, le=90, description="Latitude", examples=[24.5])
-
-
-def _source(info: StyleInfo) -> Path:
-    """The source of the raster layer ``info``.
-
-    Raises:
-        InvalidInputError: the layer is not a raster (a style of vectors).
-    """
-    if info.source is None:
-        raise InvalidInputError("this layer is not a raster", style=info.style)
-    return info.source
-
-
-def drawing_of(info: StyleInfo, query: RenderQuery) -> Rendering:
-    """How the raster layer ``info`` is drawn with the parameters of ``query``.
-
-    Raises:
-        InvalidInputError: a parameter out of its bounds, or the layer is not a raster.
-    """
-    _source(info)
-    own = rendering_from_json(info.rendering) if info.rendering else None
-    return effective_rendering(query.rendering(info.band_count), own)
 
 
 async def get_legend(request: Request, query: LegendQuery) -> Response:
@@ -85,7 +58,7 @@ async def get_point(request: Request, query: PointQuery) -> Response:
     raster."""
     info = services(request).tiles.style(query.style)
     rendering = query.rendering(info.band_count)
-    source = _source(info)
+    source = raster_source(info)
     found = await run_in_threadpool(point_values, source, query.lon, query.lat, rendering)
     return JSONResponse(found)
 

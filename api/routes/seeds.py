@@ -17,20 +17,23 @@ from typing import Any
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 
-from api.access import Rule, principal_of
-from api.endpoint import Endpoint, Job
+from api.access import Rule
+from api.endpoint import Endpoint
 from api.fields import Flag, JobQuery, Query, Text, job_id
-from api.jobs import JobQuery as Selection
+from api.job_reply import JobStart, view_of
+from api.jobs import JobSelection
 from api.openapi.answers import json_body
 from api.openapi.models import PretileResult, Seed, SeedList, SeedsCancelled
+from api.scope import principal_of
 from api.services import services
 from shared.errors import ConflictError, NotFoundError
 from shared.jobs import JobStore
+from shared.queues import PRETILE
 from shared.raster.paths import MAX_ID_CHARS
-from shared.tiles.coverage import Coverage
-from shared.tiles.pretile import LayerLock, PretileCounters, resumable, supersede
+from shared.seeding.coverage import Coverage
+from shared.seeding.pretile import LayerLock, PretileCounters, resumable, supersede
 
 __all__ = ["ENDPOINTS"]
 
@@ -105,13 +108,13 @@ async def _runs(
     running (the first ``offset + limit`` of each state, merged, then the page)."""
     jobs = services(request).jobs
     if not going:
-        selection = Selection(kind="pretile", layer=layer, limit=limit, offset=offset)
-        found: list[dict[str, Any]] = (await jobs.listing(request, selection))["jobs"]
-        return found
+        selection = JobSelection(kind=PRETILE.kind, layer=layer, limit=limit, offset=offset)
+        page, _ = await jobs.listing(view_of(request), selection)
+        return page
     found = []
     for state in _UNFINISHED:
-        selection = Selection(kind="pretile", state=state, layer=layer, limit=offset + limit)
-        found += (await jobs.listing(request, selection))["jobs"]
+        selection = JobSelection(kind=PRETILE.kind, state=state, layer=layer, limit=offset + limit)
+        found += (await jobs.listing(view_of(request), selection))[0]
     found.sort(key=lambda job: job["created"], reverse=True)
     return found[offset : offset + limit]
 
@@ -136,8 +139,8 @@ async def _run(request: Request, run: str) -> dict[str, Any]:
         NotFoundError: no such job, one the caller may not see (the job store judges, as for
             ``/jobs/{id}``), or a job that is not a pre-tiling run.
     """
-    job = await services(request).jobs.describe(run, request)
-    if job["kind"] != "pretile":
+    job = await services(request).jobs.describe(run, view_of(request))
+    if job["kind"] != PRETILE.kind:
         raise NotFoundError(f"job {run} is not a seeding run: see /jobs/{run}")
     return job
 
@@ -156,7 +159,7 @@ async def delete_seed(request: Request, query: RunQuery) -> JSONResponse:
     await _run(request, query.run)
     jobs = services(request).jobs
     ended = await jobs.cancel(query.run, principal_of(request))
-    job = await jobs.describe(query.run, request)
+    job = await jobs.describe(query.run, view_of(request))
     seed = await run_in_threadpool(_progress, jobs.store, job)
     return JSONResponse(seed, 200 if ended else 202)
 
@@ -173,7 +176,7 @@ async def delete_seeds(request: Request, query: LayerSeedsQuery) -> JSONResponse
     return JSONResponse({"layer": query.layer, "cancelled": cancelled})
 
 
-async def post_seed_resume(request: Request, query: ResumeQuery) -> Response:
+async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
     """Continue an interrupted run in a new job: only the chunks it did not finish clean are
     made (a crash, killed workers, a cancellation, failed chunks).
 
@@ -195,13 +198,7 @@ async def post_seed_resume(request: Request, query: ResumeQuery) -> Response:
         raise ConflictError(f"layer {style} is being pre-tiled by job {running}", job_id=running)
     await run_in_threadpool(supersede, store, old, job_id)
     params = {**old.params, "resume_of": old.id}
-    try:
-        return await svc.jobs.reply(
-            request, params, run_async=query.run_async, job_id=job_id, layer=style
-        )
-    except Exception:
-        await run_in_threadpool(lock.release, job_id)
-        raise
+    return JobStart(params, layer=style, job_id=job_id, lock=lock, locked=True)
 
 
 _get = functools.partial(Endpoint, "GET", tag="tiles")
@@ -261,7 +258,7 @@ ENDPOINTS = [
         query=ResumeQuery,
         answer={"200": json_body(PretileResult, "The resumed run's result")},
         errors=(404, 409, 422),
-        job=Job("pretile", "tiles.pretile"),
+        job=PRETILE,
         tag="tiles",
     ),
 ]

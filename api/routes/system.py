@@ -14,11 +14,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.access import Rule, principal_of
+from api.access import Rule
 from api.endpoint import Endpoint
 from api.errors import error_response
 from api.openapi.answers import json_body
 from api.openapi.models import Health, Ready
+from api.scope import principal_of
 from api.services import Services, services
 from shared.singleflight import SingleFlight
 from shared.version import VERSION

@@ -5,7 +5,7 @@ coverages pre-tiling takes, :mod:`api.coverage`), zooms, variants and languages,
 or the bucket; ``POST /gis-layer-expire/<id>`` removes (or draws again) the tiles an expiry
 list names, a ``z/x/y`` a line as osm2pgsql writes them, or a GeoJSON polygon, from every cache
 of the layer. ``dryrun=1`` answers the tiles per zoom. The work is the job's
-(:mod:`shared.tiles.truncate`).
+(:mod:`shared.seeding.truncate`).
 """
 
 from __future__ import annotations
@@ -18,25 +18,26 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from api import front  # (a module: api.front imports the routes)
 from api.access import Rule
 from api.bodies import capped
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
-from api.endpoint import Endpoint, Job
+from api.endpoint import Endpoint
 from api.fields import Flag, Text
+from api.job_reply import JobStart
 from api.layers import any_layer
 from api.openapi.answers import any_of
 from api.openapi.models import SweepPlan, SweepResult, ref
 from api.services import services
+from shared.base.formats import VARIANTS, TileVariant
+from shared.base.grid import MAX_ZOOM
 from shared.errors import InvalidInputError
+from shared.queues import EXPIRE, TRUNCATE
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
+from shared.seeding.expiry import MAX_BYTES, MAX_LINES, expiry_tiles
+from shared.seeding.plan import check_zooms
+from shared.seeding.tile_sets import CoverageTiles, TileSet
+from shared.seeding.truncate import Sweep, plan_sweep
 from shared.settings import LANG_PATTERN
-from shared.tiles.expiry import MAX_BYTES, MAX_LINES, expiry_tiles
-from shared.tiles.formats import VARIANTS, TileVariant
-from shared.tiles.grid import MAX_ZOOM
-from shared.tiles.pretile import check_zooms
-from shared.tiles.tile_sets import CoverageTiles, TileSet
-from shared.tiles.truncate import Sweep, plan_sweep
 
 __all__ = ["ENDPOINTS"]
 
@@ -98,7 +99,7 @@ async def _sweep(
     variants: list[str] | None = None,
     langs: list[str] | None = None,
     rerender: bool = False,
-) -> Response:
+) -> Response | JobStart:
     """The plan (``dryrun=1``) or the job of a sweep of the layer ``query.id`` (a vector
     layer's when ``vector``)."""
     if query.dryrun:
@@ -122,13 +123,12 @@ async def _sweep(
         langs,
         stores,
         rerender,
-        {**front.front_vector_cache(svc.settings), "names": names} if vector else None,
+        {**svc.front_vtiles, "names": names} if vector else None,
     )
     if not vector:
         for name in sweep.stores:
             svc.tile_stores.pick(name == "s3")  # 503 now: object storage is not configured
-    params = dataclasses.asdict(sweep)
-    return await svc.jobs.reply(request, params, run_async=query.run_async)
+    return JobStart(dataclasses.asdict(sweep))
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -137,7 +137,7 @@ def _names(text: str | None) -> list[str] | None:
 
 async def post_layer_truncate(
     request: Request, query: TruncateQuery, body: CoverageBody | None
-) -> Response:
+) -> Response | JobStart:
     """Remove a layer's cached tiles for a coverage, zooms, variants and languages.
 
     The coverage is pre-tiling's: ``bbox`` (in ``bbox_crs``), the polygons of ``coverage_layer``
@@ -164,7 +164,7 @@ async def post_layer_truncate(
     )
 
 
-async def post_layer_expire(request: Request, query: ExpireQuery) -> Response:
+async def post_layer_expire(request: Request, query: ExpireQuery) -> Response | JobStart:
     """Expire a layer's cached tiles: those an expiry list names, or meeting a polygon.
 
     The body is osm2pgsql's expire file (``text/plain``, a ``z/x/y`` a line), those tiles as a
@@ -201,7 +201,7 @@ async def post_layer_expire(request: Request, query: ExpireQuery) -> Response:
 #: who may truncate or expire: an operator of the layer, and of the layer of its coverage
 _RULE = Rule("operator", layers=("id", "coverage_layer"))
 _SWEPT = {"200": any_of("The plan (`dryrun=1`) or the job's result", SweepPlan, SweepResult)}
-_TRUNCATE = Job("truncate", "tiles.truncate")
+_TRUNCATE = TRUNCATE
 _TILE_LIST = {
     "type": "string",
     "description": f"osm2pgsql's expire file: a tile z/x/y a line (at most {MAX_LINES})",
@@ -255,7 +255,7 @@ ENDPOINTS = [
         body=_EXPIRY_BODY,
         answer=_SWEPT,
         errors=(404, 413, 422),
-        job=Job("expire", "tiles.expire"),
+        job=EXPIRE,
         tag="tiles",
     ),
 ]

@@ -12,10 +12,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from api.access import Rule, principal_of
+from api.access import Rule
+from api.answers import image_response, render_box, tile_image
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
-from api.documents import not_modified
-from api.endpoint import Endpoint, Handler, Job
+from api.endpoint import Endpoint, Handler
 from api.fields import (
     AtMost,
     Box,
@@ -27,6 +27,7 @@ from api.fields import (
     Text,
     style_id,
 )
+from api.job_reply import JobStart
 from api.links import api_prefix, tile_template
 from api.openapi.answers import any_of, json_body
 from api.openapi.models import (
@@ -39,15 +40,9 @@ from api.openapi.models import (
     ref,
 )
 from api.rendering import RenderQuery, rendering_pairs
+from api.scope import principal_of
 from api.services import services
-from shared.errors import InvalidInputError
-from shared.params import Bbox, parse_bbox, parse_time_or_age
-from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
-from shared.raster.rendering import Rendering
-from shared.tiles.coverage import Coverage
-from shared.tiles.encoder import Background
-from shared.tiles.encoding import Encoding
-from shared.tiles.formats import (
+from shared.base.formats import (
     RETINA,
     VARIANTS,
     TileFormat,
@@ -55,15 +50,21 @@ from shared.tiles.formats import (
     parse_variant,
     tile_url_template,
 )
-from shared.tiles.grid import MAX_ZOOM, RenderArea, TileAddress, parse_tile
-from shared.tiles.pretile import (
+from shared.base.grid import MAX_ZOOM, RenderArea, parse_tile
+from shared.errors import InvalidInputError
+from shared.params import Bbox, parse_bbox, parse_time_or_age
+from shared.queues import PRETILE, SPEED_TEST, JobKind
+from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
+from shared.raster.rendering import Rendering
+from shared.seeding.coverage import Coverage
+from shared.seeding.plan import (
     DEFAULT_MAXZOOM,
     DEFAULT_MINZOOM,
-    LayerLock,
     check_ceiling,
     check_pace,
     plan_pretile,
 )
+from shared.seeding.pretile import LayerLock
 from shared.tiles.store import etag_of, rendering_folder
 from shared.tiles.styles import StyleInfo
 
@@ -209,57 +210,6 @@ class SpeedTestQuery(JobQuery):
     lang: Lang = Field("", description="Label language (a configured language tag)")
 
 
-def image_response(
-    request: Request,
-    data: bytes,
-    tile_format: TileFormat,
-    cache: str,
-    max_age: int,
-    etag: str,
-) -> Response:
-    """An image with its ``ETag``, age and ``X-Cache``; ``304`` when ``If-None-Match`` names it."""
-    headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}", "X-Cache": cache}
-    if not_modified(request, etag):
-        return Response(status_code=304, headers=headers)
-    return Response(data, media_type=tile_format.media_type, headers=headers)
-
-
-async def render_box(
-    request: Request,
-    style: str,
-    lang: str,
-    area: RenderArea,
-    variant: TileVariant,
-    names: tuple[str, str] = ("width", "height"),
-    rendering: Rendering | None = None,
-    background: Background | None = None,
-) -> bytes:
-    """A render of ``area`` (its size at scale 1: twice each side for ``@2x``) in ``variant``,
-    within ``MAPSVC_TILE_MAX_SIZE`` a side and ``MAPSVC_RENDER_MAX_PIXELS``; ``names``: the
-    parameters of its width and height, which a refusal names; drawn with ``rendering`` and
-    over ``background`` when given."""
-    svc = services(request)
-    tiles = svc.settings.tiles
-    side_max = tiles.max_size // variant.scale
-    for name, side in zip(names, (area.width, area.height), strict=True):
-        if side > side_max:
-            raise InvalidInputError(
-                f"{name} must be 1..{side_max} for {variant.name}", parameter=name
-            )
-    width, height = area.width * variant.scale, area.height * variant.scale
-    if width * height > tiles.render_max_pixels:
-        raise InvalidInputError(
-            f"{names[0]} x {names[1]} must be at most {tiles.render_max_pixels} pixels",
-            parameter=names[0],
-            pixels=width * height,
-        )
-    svc.tiles.style(style)  # 404 for an unknown style
-    scaled = RenderArea(area.bbox, width, height, area.srs, variant.scale)
-    codec = Encoding.from_settings(tiles).codec(variant.format)
-    drawn = rendering if rendering is not None and not rendering.empty else None
-    return (await svc.tiles.pool.render(style, lang, scaled, codec, drawn, background)).data
-
-
 async def _bbox_render(
     request: Request, query: TileQuery, variant: TileVariant, bbox: Bbox
 ) -> Response:
@@ -296,40 +246,6 @@ async def get_tile(request: Request, query: TileQuery) -> Response:
         refresh=query.nocache,
         rendering=query.rendering(services(request).tiles.style(style).band_count),
     )
-
-
-async def tile_image(
-    request: Request,
-    style: str,
-    lang: str,
-    tile: TileAddress,
-    variant: TileVariant,
-    *,
-    is_s3: bool = False,
-    refresh: bool = False,
-    rendering: Rendering | None = None,
-) -> Response:
-    """The answer of every raster tile route: the tile from the cache (rendered and stored on a
-    miss), its ``ETag`` the stored file's, ``X-Cache``, ``X-Tile-Empty`` for an empty tile;
-    drawn with ``rendering`` (cached apart) when given."""
-    svc = services(request)
-    tiles = svc.settings.tiles
-    result = await svc.tiles.tile(
-        style,
-        lang,
-        tile,
-        svc.tile_stores.pick(is_s3),
-        refresh=refresh,
-        variant=variant,
-        encoding=Encoding.from_settings(tiles),
-        rendering=rendering,
-    )
-    response = image_response(
-        request, result.data, variant.format, result.cache, tiles.max_age_s, result.etag
-    )
-    if result.empty:
-        response.headers["X-Tile-Empty"] = "1"
-    return response
 
 
 class TileAccessQuery(StyleQuery, RenderQuery):
@@ -401,7 +317,7 @@ async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
 
 async def get_layer_pretile(
     request: Request, query: PretileQuery, body: CoverageBody | None = None
-) -> Response:
+) -> Response | JobStart:
     """Pre-tile a layer (spec 4.2); ``dryrun=1`` answers the plan.
 
     ``tile_format`` names the tiles made: ``png`` (the default), ``webp``, ``jpg``, each with
@@ -454,22 +370,21 @@ async def get_layer_pretile(
     if query.max_tiles_per_s is not None:
         params["max_tiles_per_s"] = query.max_tiles_per_s
     lock = LayerLock(svc.jobs.store, style, settings.jobs.time_limit_s)
-    return await svc.jobs.reply_locked(
-        request, params, lock, "pre-tiled", run_async=query.run_async
-    )
+    return JobStart(params, lock=lock, doing="pre-tiled")
 
 
-async def post_layer_pretile(request: Request, query: PretileQuery, body: CoverageBody) -> Response:
+async def post_layer_pretile(
+    request: Request, query: PretileQuery, body: CoverageBody
+) -> Response | JobStart:
     """Pre-tile a layer over the GeoJSON polygon of the body; ``dryrun=1`` answers the plan."""
     return await get_layer_pretile(request, query, body)
 
 
-async def get_speed_test(request: Request, query: SpeedTestQuery) -> Response:
+async def get_speed_test(request: Request, query: SpeedTestQuery) -> JobStart:
     """The tiling speed test of a layer (spec 4.7)."""
     svc = services(request)
     svc.tiles.style(query.layer)  # 404 for an unknown layer
-    params = {"style": query.layer, "lang": query.lang}
-    return await svc.jobs.reply(request, params, run_async=query.run_async)
+    return JobStart({"style": query.layer, "lang": query.lang})
 
 
 def _tile_ok(formats: list[TileFormat]) -> dict[str, Schema]:
@@ -509,7 +424,12 @@ def _tile(path: str, name: str, summary: str, query: type[TileQuery]) -> Endpoin
 
 
 def _job(
-    path: str, handler: Handler, layer: str, query: type[Query], answer: dict[str, Schema], job: Job
+    path: str,
+    handler: Handler,
+    layer: str,
+    query: type[Query],
+    answer: dict[str, Schema],
+    job: JobKind,
 ) -> Endpoint:
     """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget."""
     rule = Rule("operator", layers=(layer,))
@@ -586,7 +506,7 @@ ENDPOINTS = [
         budget="jobs",
         query=PretileQuery,
         answer=_PRETILED,
-        job=Job("pretile", "tiles.pretile"),
+        job=PRETILE,
     ),
     Endpoint(
         "POST",
@@ -597,7 +517,7 @@ ENDPOINTS = [
         query=PretileQuery,
         body=CoverageBody,
         answer=_PRETILED,
-        job=Job("pretile", "tiles.pretile"),
+        job=PRETILE,
         tag="tiles",
     ),
     _job(
@@ -606,6 +526,6 @@ ENDPOINTS = [
         "layer",
         SpeedTestQuery,
         {"200": json_body(SpeedTest, "The summary")},
-        Job("speed-test", "tiles.speed_test"),
+        SPEED_TEST,
     ),
 ]

@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import gzip
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import quote
 
 from pydantic import AfterValidator, Field, WithJsonSchema
-from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
 
 from api.access import Rule, visible_layers
+from api.answers import MVT, geojson_response, vector_tile_answer
 from api.endpoint import Endpoint
 from api.fields import AtMost, Box, Flag, Query, layer_id
 from api.links import absolute_url, api_prefix, link, route_path, tile_template
 from api.openapi.answers import binary, content, json_body
 from api.openapi.models import CacheDropped, FeatureCollection, TileJson, VectorCatalogue, ref
 from api.services import services
+from shared.base.grid import MAX_ZOOM, parse_tile
 from shared.params import parse_bbox
-from shared.tiles.grid import MAX_ZOOM, TileAddress, parse_tile
-from shared.vector.cache import TILE_KIND
 from shared.vector.catalog import VectorLayer
-from shared.vector.geojson import GeoJsonParams, GeoJsonStream, geojson
+from shared.vector.geojson import GeoJsonParams, geojson
 from shared.vector.query import (
     GEOMETRY_TYPES,
     LayerQuery,
@@ -35,16 +30,12 @@ from shared.vector.query import (
     parse_filter,
     parse_names,
 )
-from shared.vector.tiles import tilejson, vector_tile
+from shared.vector.tiles import tilejson
 
 __all__ = ["ENDPOINTS", "MVT", "geojson_response", "vector_tile_answer"]
 
 log = logging.getLogger("mapsvc.api")
 
-MVT = "application/vnd.mapbox-vector-tile"
-#: tiles are gzipped as they are sent: level 1 makes them 3x faster than 5 for 6% more bytes
-#: (measured on tiles of 50-850 kB of points), and that CPU is PostgreSQL's on a busy host
-GZIP_LEVEL = 1
 _INT32 = 2**31 - 1
 _NOCACHE = "1: bypass the cache and compute afresh"
 _READ = Rule("reader", layers=("layer",), public=True)
@@ -204,62 +195,6 @@ async def get_geojson(request: Request, query: GeoJsonQuery) -> Response:
     return await geojson_response(answer, settings.vector.geojson_max_s)
 
 
-async def geojson_response(
-    answer: bytes | GeoJsonStream, max_s: float, headers: dict[str, str] | None = None
-) -> Response:
-    """The response of a GeoJSON answer (``X-Cache`` and ``headers`` added): cached bytes, a
-    page read whole, or a stream cut after ``max_s``."""
-    media, headers = "application/geo+json", headers or {}
-    if isinstance(answer, bytes):
-        return Response(answer, media_type=media, headers={**headers, "X-Cache": "HIT"})
-    headers = {**headers, "X-Cache": "MISS"}
-    if answer.in_memory:  # read whole: one body with its length, no stream to cap
-        try:
-            body = b"".join([chunk async for chunk in answer.body])
-        finally:
-            await answer.close()
-        return Response(body, media_type=media, headers=headers)
-    return _CappedStream(
-        answer.body, max_s=max_s, on_close=answer.close, media_type=media, headers=headers
-    )
-
-
-class _CappedStream(StreamingResponse):
-    """A stream cut after ``max_s`` seconds however slowly the client reads; however it ends,
-    the stream is closed and ``on_close`` runs (the database connection is released)."""
-
-    def __init__(
-        self,
-        content: AsyncGenerator[bytes, None],
-        *,
-        max_s: float,
-        on_close: Callable[[], Awaitable[None]],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(content, **kwargs)
-        self.stream, self.max_s, self.on_close = content, max_s, on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        cap = asyncio.timeout(self.max_s)
-        try:
-            async with cap:
-                await super().__call__(scope, receive, send)
-        except TimeoutError:
-            if not cap.expired():
-                raise
-            # the response stays incomplete: the server closes the connection
-            log.warning("%s cut after %s s (MAPSVC_GEOJSON_MAX_S)", scope["path"], self.max_s)
-        except DBAPIError as exc:
-            # the answer has begun, so no error status can be sent: it stays incomplete, and
-            # the client sees the connection close (a statement timeout on a busy server, say)
-            reason = str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__
-            log.warning("%s cut mid-answer: %s", scope["path"], reason)
-        finally:
-            # out of the cancelled scope now: a close cut short inside the stream is redone
-            await self.stream.aclose()
-            await self.on_close()
-
-
 async def list_datasources(request: Request, query: CatalogueQuery) -> JSONResponse:
     """The vector layers the caller may read (anonymous: the public ones).
 
@@ -312,55 +247,6 @@ async def get_vtile(request: Request, query: VectorTileQuery) -> Response:
     tile = parse_tile(query.z, query.x, query.y)
     layer = await _layer(request, query.layer)
     return await vector_tile_answer(request, layer, query.of(layer), tile, refresh=query.nocache)
-
-
-async def vector_tile_answer(
-    request: Request, layer: VectorLayer, features: LayerQuery, tile: TileAddress, *, refresh: bool
-) -> Response:
-    """The answer of every vector tile route: the tile of ``features`` from the cache (made in
-    PostGIS and kept on a miss, unless ``refresh``), ``204`` when empty, gzipped when the
-    client accepts it."""
-    svc = services(request)
-    settings = svc.settings
-    cache = svc.vector_cache
-    use_cache, key, data = not refresh, "", None
-    if use_cache:
-        version = await cache.version(svc.db, layer)
-        key = cache.key(
-            TILE_KIND,
-            layer,
-            version,
-            {"tile": [tile.z, tile.x, tile.y], "q": features.params()},
-            tile,
-        )
-        data = await cache.get(key)
-    status = "HIT" if data is not None else "MISS"
-    if data is None:
-        data = await vector_tile(
-            svc.db,
-            layer,
-            features,
-            tile,
-            max_features=settings.vector.vtile_max_features,
-            timeout_ms=settings.vector.statement_timeout_ms,
-            filter_timeout_ms=settings.vector.filter_timeout_ms,
-        )
-        if use_cache:
-            await cache.put(key, data)
-    headers = {
-        "X-Cache": status,
-        "Cache-Control": f"public, max-age={settings.vector.vtile_cache_ttl_s}",
-        "Vary": "Accept-Encoding",
-    }
-    if not data:
-        return Response(status_code=204, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
-        return Response(
-            gzip.compress(data, GZIP_LEVEL),
-            media_type=MVT,
-            headers={**headers, "Content-Encoding": "gzip"},
-        )
-    return Response(data, media_type=MVT, headers=headers)
 
 
 async def delete_vtile_cache(request: Request, query: LayerOnlyQuery) -> JSONResponse:

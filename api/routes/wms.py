@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api.access import Rule
+from api.answers import image_response, render_box
 from api.fields import AtMost, Box, Flag
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
@@ -32,17 +33,15 @@ from api.ows import (
     ows_endpoint,
     xml_response,
 )
-from api.rendering import RenderQuery
-from api.routes.raster_values import drawing_of
-from api.routes.tiles import image_response, render_box
+from api.rendering import RenderQuery, drawing_of
 from api.services import services
+from shared.base.formats import TileFormat, TileVariant
+from shared.base.grid import TMS, RenderArea
 from shared.errors import NotFoundError
 from shared.params import parse_bbox
 from shared.raster.legend import legend_png
 from shared.raster.paths import MAX_ID_CHARS
 from shared.raster.point import point_values
-from shared.tiles.formats import TileFormat, TileVariant
-from shared.tiles.grid import TMS, RenderArea
 from shared.tiles.store import etag_of
 from shared.tiles.styles import StyleInfo
 

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.access import Rule
+from api.answers import tile_image
 from api.fields import style_id
 from api.layers import raster_layers
 from api.links import keyed_url, route_path
@@ -33,11 +34,10 @@ from api.ows import (
     xml_response,
 )
 from api.rendering import RenderQuery, rendering_pairs
-from api.routes.tiles import tile_image
 from api.services import services
+from shared.base.formats import TileFormat, TileVariant
+from shared.base.grid import MAX_ZOOM, TMS, TileAddress
 from shared.raster.paths import MAX_ID_CHARS
-from shared.tiles.formats import TileFormat, TileVariant
-from shared.tiles.grid import MAX_ZOOM, TMS, TileAddress
 
 __all__ = ["ENDPOINTS", "TILE_MATRIX_SET"]
 

@@ -17,10 +17,10 @@ from typing import Any
 import rasterio
 import rasterio.shutil
 
+from shared.base.files import atomic_path
 from shared.errors import UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import COMPRESS_DIR, layer_files
-from shared.raster.files import atomic_path
 from shared.raster.gdal import GDAL_ERRORS, file_name, gdal_message
 from shared.raster.layer import locate_layer
 from shared.raster.paths import raster_root

@@ -48,13 +48,13 @@ from rasterio.warp import reproject, transform_bounds
 from rasterio.windows import Window
 from rio_tiler.colormap import cmap
 
+from shared.base.grid import RenderArea
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.raster import algorithms
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.rendering import Rendering, effective_rendering
 from shared.raster.resampling import DEFAULT_RESAMPLING, LayerResampling
 from shared.raster.statistics import stretch_of
-from shared.tiles.grid import RenderArea
 
 __all__ = ["LayerDrawing", "RasterDrawer"]
 

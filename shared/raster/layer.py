@@ -29,16 +29,17 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import rasterio
 from rasterio.enums import ColorInterp
 from rasterio.warp import transform_bounds
 
+from shared.base.files import write_atomic
+from shared.base.formats import PNG_TILE, tile_url_templates, tilejson_url
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.jobs import JobReporter
 from shared.raster.catalog import layer_files
-from shared.raster.files import write_atomic
 from shared.raster.gdal import GDAL_ERRORS, gdal_message
 from shared.raster.geo import extent_4326, proj4
 from shared.raster.overviews import OVERVIEWS_VRT, build_overviews, has_overviews
@@ -51,8 +52,6 @@ from shared.raster.statistics import band_statistics, default_rendering
 from shared.raster.store import FileRasterStore, RasterStore, StoredItem
 from shared.raster.style import WEB_MERCATOR, StyleSpec, style_xml
 from shared.raster.vrt import RasterPath, mosaic_vrt
-from shared.tiles.formats import PNG_TILE, tile_url_templates, tilejson_url
-from shared.tiles.store import FileTileStore, TileStore
 from shared.workdir import WorkDir
 
 __all__ = ["LayerLocation", "configure_layer", "locate_layer", "mosaic_source"]
@@ -161,6 +160,13 @@ def _compressed(files: list[Path]) -> str:
     return ", ".join(sorted(kinds))
 
 
+class TileCache(Protocol):
+    """A cache of tiles (``shared.tiles.store``): the layer's are dropped when it changes."""
+
+    def drop_style(self, style: str) -> None:
+        """Forget every tile of the layer ``style``."""
+
+
 def configure_layer(
     work_dir: Path,
     rel_path: str,
@@ -169,7 +175,7 @@ def configure_layer(
     lang: str,
     url_prefix: str,
     refresh: bool,
-    stores: Sequence[TileStore] | None = None,
+    stores: Sequence[TileCache],
     resampling: LayerResampling | None = None,
     overviews: bool = True,
     rasters: RasterStore | None = None,
@@ -186,7 +192,7 @@ def configure_layer(
         refresh: rebuild previews, VRTs, overviews and XML even when they are up to date
             (``nocache=1``).
         stores: the tile caches that drop the layer's tiles when its configuration changes
-            (default: the file cache under ``<workDir>/map/rtile``).
+            (the file cache under ``<workDir>/map/rtile``, and the bucket's when there is one).
         resampling: how the layer is drawn, and its previews and overviews computed; a
             configuration made with another is rebuilt. None: as the layer's configuration has
             it (a layer not configured yet: bilinear).
@@ -330,7 +336,7 @@ def _swap_in(
     xml: str,
     build: Path,
     manifest: dict[str, Any],
-    stores: Sequence[TileStore] | None,
+    stores: Sequence[TileCache],
     *,
     reuse: bool,
 ) -> int:
@@ -345,8 +351,6 @@ def _swap_in(
     if changed:
         # a new configuration must never be served from tiles of the old one
         try:
-            if stores is None:
-                stores = [FileTileStore(WorkDir(work_dir).rtile)]
             for store in stores:
                 store.drop_style(where.raster_id)
         except BaseException:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from rio_tiler.colormap import cmap
 
+from shared.base.png import png_avg
 from shared.raster.rendering import Colour, Rendering
 from shared.raster.statistics import stretch_of
-from shared.tiles.png import png_avg
 
 __all__ = ["legend", "legend_png"]
 

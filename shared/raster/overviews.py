@@ -26,8 +26,8 @@ from rasterio.enums import Resampling
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from shared.base.files import atomic_path, write_atomic
 from shared.errors import UnprocessableError
-from shared.raster.files import atomic_path, write_atomic
 from shared.raster.gdal import GDAL_ERRORS, GDAL_TYPES, gdal_message
 from shared.raster.vrt import band_subset_vrt, with_overviews
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import rasterio
 from rasterio.enums import Resampling
 
-from shared.raster.files import atomic_path
+from shared.base.files import atomic_path
 from shared.raster.overviews import reduced_profile
 
 __all__ = ["PREVIEW_FACTOR", "SMALL_RASTER_PX", "write_preview"]

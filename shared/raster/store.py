@@ -34,12 +34,8 @@ from urllib.parse import urlsplit
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
-from shared.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
-from shared.paths import checked_parts, resolve_inside
-from shared.raster.files import atomic_path
-from shared.raster.paths import relative
-from shared.settings import Settings
-from shared.tiles.s3 import (
+from shared.base.files import atomic_path
+from shared.base.s3 import (
     connection_options,
     is_missing_key,
     key_prefix,
@@ -47,6 +43,10 @@ from shared.tiles.s3 import (
     s3_client,
     storage_reason,
 )
+from shared.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
+from shared.paths import checked_parts, resolve_inside
+from shared.raster.paths import relative
+from shared.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

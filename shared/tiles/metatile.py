@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from shared.base.grid import RenderArea, TileAddress
 from shared.settings import TileSettings
-from shared.tiles.grid import RenderArea, TileAddress
 
 __all__ = ["DEFAULT_METATILING", "Metatile", "Metatiling", "metatiles"]
 

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shared.base.encoder import Background
+from shared.base.encoding import PNG_CODEC, Codec
+from shared.base.grid import RenderArea
+from shared.base.png import Rendered
 from shared.errors import UnavailableError
 from shared.memory import keep_image_memory
 from shared.metrics import RENDER_QUEUE
 from shared.raster.rendering import Rendering
-from shared.tiles.encoder import Background
-from shared.tiles.encoding import PNG_CODEC, Codec
-from shared.tiles.grid import RenderArea
-from shared.tiles.png import Rendered
 
 if TYPE_CHECKING:
     from shared.tiles.render import TileRenderer

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from shared.base.encoder import Background, Cutter, SolidTiles
+from shared.base.encoding import PNG_CODEC, Codec
+from shared.base.grid import RenderArea, TileAddress
+from shared.base.png import Rendered
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.mapnik_env import mapnik
 from shared.metrics import RENDER_SECONDS
 from shared.raster.draw import LayerDrawing, RasterDrawer
 from shared.raster.rendering import Rendering, rendering_from_json
 from shared.raster.resampling import from_mapnik
-from shared.tiles.encoder import Background, Cutter, SolidTiles
-from shared.tiles.encoding import PNG_CODEC, Codec
-from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.metatile import Metatile
-from shared.tiles.png import Rendered
 from shared.tiles.styles import LANG_TOKEN, style_path
 
 __all__ = ["TileRenderer"]
@@ -252,7 +252,7 @@ class TileRenderer:
     ) -> Iterator[tuple[TileAddress, Rendered]]:
         """Draw ``block`` as one image with ``buffer`` pixels around (none for a style of rasters
         alone), then cut and encode each of ``tiles`` (of the block), one at a time (a view of
-        the image each, a tile of one colour encoded once: see :mod:`shared.tiles.encoder`).
+        the image each, a tile of one colour encoded once: see :mod:`shared.base.encoder`).
 
         A tile cut so is the tile :meth:`render_tile` draws, pixel for pixel, but where a label
         or symbol crosses a tile's border (drawn whole here).

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from rasterio.warp import transform_bounds
 
+from shared.base.encoding import DEFAULT_ENCODING, Encoding, empty_tile
+from shared.base.formats import PNG_TILE, TileVariant
+from shared.base.grid import TileAddress
+from shared.base.png import Rendered
 from shared.metrics import count_tile_lookup
 from shared.raster.rendering import Rendering
 from shared.singleflight import SingleFlight
-from shared.tiles.encoding import DEFAULT_ENCODING, Encoding, empty_tile
-from shared.tiles.formats import PNG_TILE, TileVariant
-from shared.tiles.grid import TileAddress
-from shared.tiles.png import Rendered
 from shared.tiles.pool import RenderPool
 from shared.tiles.store import StoredTile, TileStore, etag_of, tile_key
 from shared.tiles.styles import StyleInfo, read_style

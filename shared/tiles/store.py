@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from shared.raster.files import link_atomic, write_atomic
+from shared.base.files import link_atomic, write_atomic
+from shared.base.formats import PNG_TILE, TileFormat, TileVariant
+from shared.base.grid import TileAddress
 from shared.raster.rendering import Rendering
-from shared.tiles.formats import PNG_TILE, TileFormat, TileVariant
-from shared.tiles.grid import TileAddress
 from shared.tiles.styles import check_style_id
 
 __all__ = [

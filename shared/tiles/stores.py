@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.base.s3 import connection_options
 from shared.errors import UnavailableError
 from shared.settings import Settings
-from shared.tiles.s3 import S3TileStore, connection_options
+from shared.tiles.s3 import S3TileStore
 from shared.tiles.store import FileTileStore, TileStore
 
 __all__ = ["TileStores", "s3_store", "tile_stores"]

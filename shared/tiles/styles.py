@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from shared.base.grid import MAX_ZOOM
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
 from shared.raster.paths import MAX_ID_CHARS, decode_id
-from shared.tiles.grid import MAX_ZOOM
 
 __all__ = ["LANG_TOKEN", "StyleInfo", "check_style_id", "read_style", "style_ids", "style_path"]
 

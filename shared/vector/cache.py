@@ -20,8 +20,8 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.base.grid import TileAddress
 from shared.cache import ByteBudget
-from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer
 
 __all__ = ["VERSION_EVERY_S", "VectorCache", "drop_cached_tiles"]

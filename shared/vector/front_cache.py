@@ -27,7 +27,7 @@ import struct
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
-from shared.tiles.grid import TileAddress
+from shared.base.grid import TileAddress
 
 __all__ = ["drop_front_tiles"]
 

@@ -7,8 +7,8 @@ from typing import Any
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.base.grid import TileAddress
 from shared.metrics import VECTOR_SECONDS, timed
-from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
 from shared.vector.db import pyformat, read_pool
 from shared.vector.features import db_error, own_timeout

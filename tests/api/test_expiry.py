@@ -16,15 +16,15 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
+from shared.base.formats import TileVariant
+from shared.base.grid import TileAddress
 from shared.jobs import JobReporter, JobStore
+from shared.seeding.coverage import Coverage
+from shared.seeding.expiry import MAX_BYTES, MAX_LINES
+from shared.seeding.truncate import Sweep, run_sweep
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.expiry import MAX_BYTES, MAX_LINES
-from shared.tiles.formats import TileVariant
-from shared.tiles.grid import TileAddress
 from shared.tiles.store import tile_key
 from shared.tiles.stores import tile_stores
-from shared.tiles.truncate import Sweep, run_sweep
 from tests.api.test_truncate import (
     LANGS,
     MOUNTS,

@@ -24,10 +24,10 @@ from pmtiles.tile import TileType
 from pyproj import Transformer
 from starlette.testclient import TestClient
 
+from shared.base.grid import TileAddress
+from shared.seeding.coverage import Coverage
+from shared.seeding.export import KEEP_EXPORTS, _prune, export_folder, tiles_in_order
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.export import KEEP_EXPORTS, _prune, export_folder, tiles_in_order
-from shared.tiles.grid import TileAddress
 from shared.tiles.styles import read_style
 from tests.checks import AUTH, assert_error
 from tests.conftest import POINTS, app_client, run_mapsvc

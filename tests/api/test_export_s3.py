@@ -21,10 +21,10 @@ from pmtiles.tile import TileType
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.base.grid import TMS
+from shared.seeding.export import export_folder
+from shared.seeding.export_s3 import ExportBucket, ExportObject
 from shared.settings import Settings
-from shared.tiles.export import export_folder
-from shared.tiles.export_s3 import ExportBucket, ExportObject
-from shared.tiles.grid import TMS
 from shared.tiles.s3 import S3TileStore
 from shared.tiles.styles import read_style
 from tests.checks import AUTH

@@ -20,7 +20,7 @@ from rasterio.warp import transform_bounds
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from api.routes.ogc_features import CONFORMANCE as FEATURES_CONFORMANCE
+from api.ogc_common import FEATURES_CONFORMANCE
 from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error

@@ -18,13 +18,14 @@ import redis
 from rasterio.enums import Resampling
 from starlette.testclient import TestClient
 
+from shared.base.grid import TileAddress
 from shared.errors import JobCancelledError
 from shared.jobs import JobReporter, JobStore
 from shared.mapnik_env import mapnik
 from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
+from shared.tiles.store import FileTileStore
 from tests.checks import assert_error
 from tests.jobs import job_lines
 from tests.layers import RGB, decode, reference, tile_url
@@ -304,7 +305,13 @@ def test_a_rebuild_stopped_among_the_overviews_leaves_the_old_layer(
 ) -> None:
     def configure(report: JobReporter) -> None:
         configure_layer(
-            settings.work_dir, GRADIENT, report, lang="en", url_prefix="/api-user", refresh=True
+            settings.work_dir,
+            GRADIENT,
+            report,
+            lang="en",
+            url_prefix="/api-user",
+            refresh=True,
+            stores=[FileTileStore(settings.dirs.rtile)],
         )
 
     configure(reporter)

@@ -15,8 +15,8 @@ import redis
 from starlette.testclient import TestClient
 
 from shared.raster.paths import encode_id
+from shared.seeding.plan import chunks, plan_pretile
 from shared.settings import Settings
-from shared.tiles.pretile import chunks, plan_pretile
 from shared.tiles.styles import read_style
 from tests.checks import assert_error
 from tests.jobs import job_lines, wait_state

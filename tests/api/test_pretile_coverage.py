@@ -15,9 +15,9 @@ import shapely  # type: ignore[import-untyped]
 from pyproj import Transformer
 from starlette.testclient import TestClient
 
+from shared.seeding.coverage import MAX_VERTICES, Coverage
+from shared.seeding.plan import PLAN_MAX_S, chunks, plan_pretile
 from shared.settings import Settings
-from shared.tiles.coverage import MAX_VERTICES, Coverage
-from shared.tiles.pretile import PLAN_MAX_S, chunks, plan_pretile
 from tests.checks import ADMIN_KEY, assert_error
 from tests.layers import stored_tiles
 

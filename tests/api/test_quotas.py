@@ -19,11 +19,12 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.access import PRINCIPAL_KEY, Rule
+from api.access import Rule
 from api.app import create_app
 from api.endpoint import Endpoint
 from api.endpoint import routes as routes_of
 from api.quotas import Budget, Budgets
+from api.scope import PRINCIPAL_KEY
 from shared.auth.principal import ANONYMOUS, Principal
 from shared.settings import AuthSettings, Settings
 from tests.conftest import REDIS_URL, free_port

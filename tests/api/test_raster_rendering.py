@@ -21,9 +21,9 @@ from rasterio.enums import ColorInterp
 from rio_tiler.colormap import cmap
 from starlette.testclient import TestClient
 
+from shared.base.grid import TileAddress
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from tests.checks import assert_error
 from tests.jobs import job_lines
 from tests.layers import RGB, decode, tile_url
@@ -282,7 +282,7 @@ def test_the_access_check_names_the_cache_folder_of_the_parameters(
 
 
 def decode_png(image: np.ndarray) -> bytes:
-    from shared.tiles.png import png_avg
+    from shared.base.png import png_avg
 
     return png_avg(np.ascontiguousarray(np.moveaxis(image, 0, -1)))
 

@@ -15,8 +15,8 @@ from rasterio.warp import transform_bounds
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.base.grid import TileAddress
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from shared.tiles.stores import s3_store
 from tests.api.test_tiles_s3 import BUCKET, s3_url  # noqa: F401 - s3_url
 from tests.checks import assert_error

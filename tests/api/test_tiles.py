@@ -15,10 +15,10 @@ from rasterio.warp import transform_bounds
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.base.grid import TileAddress
+from shared.base.png import transparent_png
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
-from shared.tiles.png import transparent_png
 from tests.checks import assert_error
 from tests.conftest import ROOT, admin_client, run_mapsvc
 from tests.layers import MOSAIC_ID, RGB, RGB_ID, configure, decode, reference, tile_url

@@ -15,10 +15,10 @@ import redis
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.base.formats import VARIANTS, TileVariant
+from shared.base.grid import TileAddress
+from shared.seeding.coverage import Coverage
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.formats import VARIANTS, TileVariant
-from shared.tiles.grid import TileAddress
 from shared.tiles.store import tile_key
 from tests.checks import AUTH, assert_error
 from tests.conftest import UP_REDIS_URL, admin_client, worker_process

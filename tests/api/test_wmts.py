@@ -14,8 +14,8 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
+from shared.base.grid import MAX_ZOOM
 from shared.settings import Settings
-from shared.tiles.grid import MAX_ZOOM
 from tests.checks import AUTH
 from tests.layers import RGB_ID, WORLD_ID, decode, tile_url
 from tests.ows import ows_app

@@ -34,6 +34,7 @@ from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.redis_clients import sync_client
 from shared.settings import Settings
+from shared.tiles.store import FileTileStore
 
 __all__ = [
     "PG_SERVER",
@@ -127,7 +128,13 @@ def configure_scene(settings: Settings, source: Path, rel: str) -> str:
     store.create(job, "bench", {})
     reporter = JobReporter(store, job)
     configure_layer(
-        settings.work_dir, rel, reporter, lang="en", url_prefix="/api-user", refresh=False
+        settings.work_dir,
+        rel,
+        reporter,
+        lang="en",
+        url_prefix="/api-user",
+        refresh=False,
+        stores=[FileTileStore(settings.dirs.rtile)],
     )
     return encode_id(rel)
 

@@ -352,9 +352,9 @@ def render_loop(
 ) -> tuple[float, str]:
     """Seconds one process takes to render the case's tiles (``render_tile``, PNG as the
     service encodes it), after a few untimed; with ``profile``, cProfile's top functions."""
+    from shared.base.grid import TileAddress
     from shared.memory import keep_image_memory
     from shared.raster.rendering import parse_rendering
-    from shared.tiles.grid import TileAddress
     from shared.tiles.render import TileRenderer
 
     keep_image_memory()  # as a render process does

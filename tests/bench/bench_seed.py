@@ -66,9 +66,9 @@ from sqlalchemy import create_engine
 from shared.demo import COUNTRIES_TABLE, DEMO_DATA, load_countries
 from shared.memory import keep_image_memory
 from shared.redis_clients import sync_client
+from shared.seeding.plan import Chunk, chunks, plan_pretile
+from shared.seeding.pretile_run import PretileJob, PretileRunner
 from shared.tiles.metatile import Metatiling
-from shared.tiles.pretile import Chunk, chunks, plan_pretile
-from shared.tiles.pretile_run import PretileJob, PretileRunner
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import FileTileStore
 from shared.tiles.styles import read_style

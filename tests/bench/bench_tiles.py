@@ -492,8 +492,8 @@ def render_loop(
     The layer is loaded and a few tiles drawn first, untimed (a render process has done both
     before its first request).
     """
+    from shared.base.grid import TileAddress
     from shared.memory import keep_image_memory
-    from shared.tiles.grid import TileAddress
     from shared.tiles.render import TileRenderer
 
     keep_image_memory()  # as a render process does (shared/memory.py)

@@ -38,9 +38,9 @@ from playwright.sync_api import (
 from rio_tiler.colormap import cmap
 
 from api.routes.web import DIST
+from shared.base.grid import TileAddress
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from tests.checks import ADMIN_KEY, AUTH, PYPROJECT_VERSION
 from tests.conftest import served
 from tests.layers import RGB, configure, decode, own_layer

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import redis
 
+from shared.seeding.plan import chunks
 from shared.settings import Settings
-from shared.tiles.pretile import chunks
 from tests.checks import AUTH
 from tests.jobs import job_lines
 from tests.layers import decode

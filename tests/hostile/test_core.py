@@ -17,12 +17,12 @@ import redis
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from shared.base.grid import RenderArea
 from shared.errors import InvalidInputError, JobCancelledError, UnavailableError
 from shared.jobs import JobReporter, JobStore
 from shared.raster.layer import configure_layer, locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id, encode_id
 from shared.settings import Settings
-from shared.tiles.grid import RenderArea
 from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
 from tests.checks import assert_error
@@ -53,6 +53,7 @@ def _configure(settings: Settings, rdb: redis.Redis, rel: str, refresh: bool = F
         lang="en",
         url_prefix="/api-user",
         refresh=refresh,
+        stores=[FileTileStore(settings.dirs.rtile)],
     )
     return str(result["layer"])
 
@@ -224,7 +225,15 @@ def test_reconfiguring_serves_the_old_layer_until_the_swap(
         assert (decode(r.content) == old_tile).all()
 
     report = _Probe(_reporter(settings, rdb), "VRT:", during_build)
-    configure_layer(settings.work_dir, BIG, report, lang="en", url_prefix="/api-user", refresh=True)
+    configure_layer(
+        settings.work_dir,
+        BIG,
+        report,
+        lang="en",
+        url_prefix="/api-user",
+        refresh=True,
+        stores=[FileTileStore(settings.dirs.rtile)],
+    )
     assert seen == [(200, old_xml)]
     new_xml = _xml(settings, layer)
     assert new_xml != old_xml  # it points at the new build
@@ -252,7 +261,13 @@ def test_a_failed_rebuild_leaves_the_old_layer_intact(
     report = _Probe(_reporter(settings, rdb), "VRT:", fail)
     with pytest.raises(JobCancelledError):
         configure_layer(
-            settings.work_dir, BIG, report, lang="en", url_prefix="/api-user", refresh=True
+            settings.work_dir,
+            BIG,
+            report,
+            lang="en",
+            url_prefix="/api-user",
+            refresh=True,
+            stores=[FileTileStore(settings.dirs.rtile)],
         )
     assert _xml(settings, layer) == xml
     assert _files(derived) == before  # the half-made build is gone, the old one kept

@@ -20,16 +20,9 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.jobs import JobService
 from shared.jobs import JobStore
+from shared.seeding.plan import CHUNK, Chunk, chunks, count_chunks, plan_pretile
+from shared.seeding.pretile import LayerLock, PretileCounters
 from shared.settings import Settings
-from shared.tiles.pretile import (
-    CHUNK,
-    Chunk,
-    LayerLock,
-    PretileCounters,
-    chunks,
-    count_chunks,
-    plan_pretile,
-)
 from tests.checks import assert_error
 from tests.conftest import admin_client
 from tests.jobs import job_lines, wait_state

@@ -30,9 +30,10 @@ from api.app import create_app
 from api.front import front_vector_cache
 from api.routes.web import DIST
 from shared.jobs import FINISH_CANCELLED, JobStore
+from shared.seeding.coverage import Coverage
+from shared.seeding.plan import plan_pretile
+from shared.seeding.pretile import LayerLock, PretileCounters
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.pretile import LayerLock, PretileCounters, plan_pretile
 from tests.api.test_expiry import cached_vector_tiles
 from tests.checks import ADMIN_KEY, assert_error
 from tests.conftest import admin_client, served

@@ -20,8 +20,8 @@ import rasterio
 import redis
 from rasterio.warp import transform_bounds
 
+from shared.base.grid import TileAddress
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from tests.checks import AUTH
 from tests.conftest import POINTS, served
 from tests.interop.gdal import reader_key, run

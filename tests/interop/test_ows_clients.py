@@ -18,8 +18,8 @@ import redis
 from owslib.wms import WebMapService  # type: ignore[import-untyped]
 from owslib.wmts import WebMapTileService  # type: ignore[import-untyped]
 
+from shared.base.grid import TileAddress
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from tests.conftest import served
 from tests.interop.gdal import reader_key, run
 from tests.layers import RGB, RGB_ID, configure, decode, tile_url

@@ -48,9 +48,9 @@ from rio_tiler.colormap import cmap
 from starlette.testclient import TestClient
 from titiler.core.factory import TilerFactory
 
+from shared.base.grid import TileAddress
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from tests.layers import configure, decode, tile_url
 from tests.rasters import write_raster
 

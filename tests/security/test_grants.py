@@ -23,8 +23,8 @@ from api.app import create_app
 from api.endpoint import Endpoint
 from api.routes import MOUNTED
 from shared.raster.paths import encode_id
+from shared.seeding.export import export_folder
 from shared.settings import Settings
-from shared.tiles.export import export_folder
 from tests.checks import AUTH, assert_error
 from tests.layers import MOSAIC_ID, configure
 

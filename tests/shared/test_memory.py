@@ -15,7 +15,7 @@ _PROGRAM = """
 import sys, tempfile
 from pathlib import Path
 from shared.memory import keep_image_memory
-from shared.tiles.encoding import PNG_CODEC
+from shared.base.encoding import PNG_CODEC
 from shared.tiles.metatile import Metatile
 from shared.tiles.render import TileRenderer
 from tests.styles import write_countries

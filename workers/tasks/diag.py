@@ -6,11 +6,12 @@ from typing import Any
 
 from shared.diag import run_probe
 from shared.jobs import JobReporter
+from shared.queues import PROBE
 from workers._job import JobTask
 from workers.celery_app import app
 
 
-@app.task(base=JobTask, name="diag.probe", soft_time_limit=600, time_limit=660)
+@app.task(base=JobTask, name=PROBE.task, soft_time_limit=600, time_limit=660)
 def probe(report: JobReporter, steps: int, delay_ms: int, fail_at: int) -> dict[str, Any]:
     """Run the pipeline probe (see :func:`shared.diag.run_probe`)."""
     return run_probe(report, steps=steps, delay_ms=delay_ms, fail_at=fail_at)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from shared.queues import WATCHDOG_TASK
 from workers._job import job_store
 from workers.celery_app import app, settings
 
 
-@app.task(name="jobs.watchdog", ignore_result=True, soft_time_limit=60, time_limit=90)
+@app.task(name=WATCHDOG_TASK, ignore_result=True, soft_time_limit=60, time_limit=90)
 def watchdog() -> list[str]:
     """End every job silent for ``MAPSVC_JOB_STALL_S`` (see ``JobStore.end_stalled``).
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from shared.jobs import JobReporter
+from shared.queues import RASTER_COMPRESS, RASTER_CONFIG
 from shared.raster.compress import compress_layer
 from shared.raster.layer import configure_layer
 from shared.raster.rendering import rendering_from_json
@@ -27,7 +28,7 @@ def _rasters() -> RasterStore:
     return raster_store(settings)
 
 
-@app.task(base=JobTask, name="raster.configure")
+@app.task(base=JobTask, name=RASTER_CONFIG.task)
 def configure(
     report: JobReporter,
     path: str,
@@ -55,7 +56,7 @@ def configure(
         )
 
 
-@app.task(base=JobTask, name="raster.compress")
+@app.task(base=JobTask, name=RASTER_COMPRESS.task)
 def compress(report: JobReporter, path: str) -> dict[str, Any]:
     """Compress the rasters of a layer into ``commpress`` (spec 4.3), in the layer's store."""
     return compress_layer(settings.work_dir, path, report, rasters=_rasters())

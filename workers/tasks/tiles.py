@@ -7,20 +7,30 @@ from typing import Any
 
 from celery import Task
 
+from shared.base.encoding import Encoding
+from shared.base.formats import TileVariant
+from shared.base.grid import TileAddress
 from shared.jobs import Continued, JobReporter
-from shared.tiles.coverage import Coverage
-from shared.tiles.encoding import Encoding
-from shared.tiles.export import ExportJob, export_folder, export_layer, export_name
-from shared.tiles.export_s3 import ExportBucket
-from shared.tiles.formats import TileVariant
-from shared.tiles.grid import TileAddress
+from shared.queues import (
+    CHUNK_TASK,
+    EXPIRE,
+    EXPORT,
+    PRETILE,
+    SEND_CHUNKS_TASK,
+    SPEED_TEST,
+    TRUNCATE,
+)
+from shared.seeding.coverage import Coverage
+from shared.seeding.export import ExportJob, export_folder, export_layer, export_name
+from shared.seeding.export_s3 import ExportBucket
+from shared.seeding.plan import Chunk
+from shared.seeding.pretile import LayerLock
+from shared.seeding.pretile_run import PretileJob, PretileRunner, SendChunk, SendStep
+from shared.seeding.speed import speed_test as run_speed_test
+from shared.seeding.truncate import Sweep, run_sweep
 from shared.tiles.metatile import Metatiling
-from shared.tiles.pretile import Chunk, LayerLock
-from shared.tiles.pretile_run import PretileJob, PretileRunner, SendChunk, SendStep
 from shared.tiles.render import TileRenderer
-from shared.tiles.speed import speed_test as run_speed_test
 from shared.tiles.stores import TileStores, tile_stores
-from shared.tiles.truncate import Sweep, run_sweep
 from workers._job import JobTask, job_store
 from workers.celery_app import app, settings
 
@@ -67,7 +77,7 @@ def _job(
     return PretileJob(job_id, style, lang, refresh, s3, variant_of, refresh_before, max_tiles_per_s)
 
 
-@app.task(base=JobTask, name="tiles.pretile")
+@app.task(base=JobTask, name=PRETILE.task)
 def pretile(
     report: JobReporter,
     style: str,
@@ -132,7 +142,7 @@ def _send_chunk(job: PretileJob) -> SendChunk:
     return send
 
 
-@app.task(name="tiles.send_chunks", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@app.task(name=SEND_CHUNKS_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def send_chunks(
     job_id: str,
     style: str,
@@ -165,7 +175,7 @@ def send_chunks(
 
 
 @app.task(
-    bind=True, name="tiles.chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+    bind=True, name=CHUNK_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True
 )
 def render_chunk(
     self: Task,
@@ -192,13 +202,13 @@ def render_chunk(
     _runner().render(job, chunk, self.request.hostname or "", retry=_send_chunk(job))
 
 
-@app.task(base=JobTask, name="tiles.speed_test")
+@app.task(base=JobTask, name=SPEED_TEST.task)
 def speed_test(report: JobReporter, style: str, lang: str) -> dict[str, Any]:
     """Render a fixed sample of tiles, cold and cached, and report the speeds (spec 4.7)."""
     return run_speed_test(_renderer(), _stores().pick(False), style, lang, report)
 
 
-@app.task(base=JobTask, name="tiles.export")
+@app.task(base=JobTask, name=EXPORT.task)
 def export(
     report: JobReporter,
     layer: str,
@@ -257,13 +267,13 @@ def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@app.task(base=JobTask, name="tiles.truncate")
+@app.task(base=JobTask, name=TRUNCATE.task)
 def truncate(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Remove a layer's cached tiles for a coverage, zooms, variants and languages (issue 25)."""
     return _sweep(report, params)
 
 
-@app.task(base=JobTask, name="tiles.expire")
+@app.task(base=JobTask, name=EXPIRE.task)
 def expire(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Remove (or draw again) a layer's cached tiles of an expiry list or polygon (issue 25)."""
     return _sweep(report, params)

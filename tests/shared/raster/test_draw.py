@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import rasterio
 
+from shared.base.grid import RenderArea
 from shared.demo import DEMO_DATA
 from shared.raster import draw
 from shared.raster.draw import LayerDrawing, RasterDrawer
 from shared.raster.rendering import Rendering
 from shared.raster.resampling import LayerResampling
-from shared.tiles.grid import RenderArea
 
 TMS = morecantile.tms.get("WebMercatorQuad")
 #: the Landsat scene's tiles: its whole at z8, a corner with nodata at z9, inside at z10–13

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from shared.base.s3 import s3_client
 from shared.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from shared.raster.store import (
     FileRasterStore,
@@ -20,7 +21,6 @@ from shared.raster.store import (
     set_gdal_environment,
 )
 from shared.settings import Settings
-from shared.tiles.s3 import s3_client
 from tests.conftest import free_port
 from tests.s3 import moto_thread, raw
 

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 import redis
 
+from shared.base.encoding import PNG_CODEC, Codec, Encoding, gdal_encode
+from shared.base.formats import TileFormat
+from shared.base.grid import TileAddress
 from shared.errors import NotFoundError, UnprocessableError
+from shared.seeding.plan import chunks, plan_pretile
+from shared.seeding.pretile_run import PretileJob, PretileRunner
 from shared.settings import Settings
-from shared.tiles.encoding import PNG_CODEC, Codec, Encoding, gdal_encode
-from shared.tiles.formats import TileFormat
-from shared.tiles.grid import TileAddress
 from shared.tiles.metatile import Metatile, Metatiling, metatiles
-from shared.tiles.pretile import chunks, plan_pretile
-from shared.tiles.pretile_run import PretileJob, PretileRunner
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import FileTileStore, tile_key
 from shared.tiles.styles import read_style

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared.base.grid import TileAddress
 from shared.errors import UnprocessableError
 from shared.raster.paths import encode_id
 from shared.raster.style import StyleSpec, style_xml
-from shared.tiles.grid import TileAddress
 from shared.tiles.render import TileRenderer
 from tests.layers import decode
 from tests.rasters import write_raster

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.tiles.encoding import JPEG_BACKGROUND, PNG_CODEC, Encoding
-from shared.tiles.formats import TileFormat
-from shared.tiles.grid import TileAddress
+from shared.base.encoding import JPEG_BACKGROUND, PNG_CODEC, Encoding
+from shared.base.formats import TileFormat
+from shared.base.grid import TileAddress
 from shared.tiles.render import TileRenderer
 from tests.layers import decode
 from tests.rasters import write_raster

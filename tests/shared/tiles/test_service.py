@@ -9,10 +9,10 @@ from typing import cast
 
 import pytest
 
+from shared.base.grid import TileAddress
+from shared.base.png import Rendered, transparent_png
 from shared.raster.paths import encode_id
 from shared.raster.style import StyleSpec, style_xml
-from shared.tiles.grid import TileAddress
-from shared.tiles.png import Rendered, transparent_png
 from shared.tiles.pool import RenderPool
 from shared.tiles.service import TileService
 from shared.tiles.store import FileTileStore, etag_of, tile_key

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from shared.base.grid import TileAddress
 from shared.errors import InvalidInputError, UnavailableError
 from shared.settings import Settings
-from shared.tiles.grid import TileAddress
 from shared.tiles.store import STALE_WRITE_S, FileTileStore, tile_key
 from shared.tiles.stores import s3_store, tile_stores
 
@@ -51,7 +51,7 @@ def test_a_write_that_fails_midway_leaves_the_old_tile_and_no_part(
         return HalfThenFail(real_fdopen(fd, "wb", buffering=0))
 
     with monkeypatch.context() as patch:
-        patch.setattr("shared.raster.files.os.fdopen", fdopen)
+        patch.setattr("shared.base.files.os.fdopen", fdopen)
         with pytest.raises(OSError, match="No space left"):
             store.put(KEY, b"new tile, never whole")
 

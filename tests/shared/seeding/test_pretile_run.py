@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from shared.base.encoding import Codec
+from shared.base.grid import TileAddress
+from shared.base.png import Rendered
 from shared.errors import UnavailableError, UnprocessableError
-from shared.tiles.encoding import Codec
-from shared.tiles.grid import TileAddress
+from shared.seeding.plan import Chunk
+from shared.seeding.pretile_run import PretileJob, PretileRunner
 from shared.tiles.metatile import Metatile
-from shared.tiles.png import Rendered
-from shared.tiles.pretile import Chunk
-from shared.tiles.pretile_run import PretileJob, PretileRunner
 from shared.tiles.store import FileTileStore, StoredTile, tile_key
 
 CHUNK = Chunk(10, 4, 6, 5, 7)  # 2 x 2 tiles

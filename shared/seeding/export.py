@@ -10,13 +10,13 @@ read from PostGIS rather than the API's cache), gzipped as MBTiles and PMTiles r
 a tile without features is left out, as ``/vtile`` answers ``204``.
 
 One process writes an export: the tiles that meet the coverage (a
-:class:`~shared.tiles.coverage.Coverage`: a box in any CRS, polygons, a buffer, as pre-tiling
+:class:`~shared.seeding.coverage.Coverage`: a box in any CRS, polygons, a buffer, as pre-tiling
 takes it; the layer's bounds by default), zoom by zoom, each zoom along the Hilbert curve of
 PMTiles tile ids (so the archive is clustered), under a temporary name beside the final one,
-renamed once complete (:func:`shared.raster.files.atomic_path`): an export that fails, is
+renamed once complete (:func:`shared.base.files.atomic_path`): an export that fails, is
 cancelled or whose process is killed never leaves a file under its final name. An export to
 the bucket (``s3``) is then uploaded whole and the local file removed
-(:mod:`shared.tiles.export_s3`). Pre-tile a large layer first to spread its rendering over
+(:mod:`shared.seeding.export_s3`). Pre-tile a large layer first to spread its rendering over
 every worker process; the export then reads the cache.
 """
 
@@ -36,17 +36,17 @@ from typing import Any, Protocol
 from pmtiles.tile import zxy_to_tileid
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.base.encoding import Encoding, empty_tile
+from shared.base.files import atomic_path
+from shared.base.formats import TileFormat, TileVariant
+from shared.base.grid import MAX_ZOOM, TileAddress
 from shared.disk import short_of_space
 from shared.errors import InvalidInputError, NotFoundError, UnavailableError, UnprocessableError
-from shared.raster.files import atomic_path
+from shared.seeding.archives import ARCHIVES, ArchiveInfo, open_archive
+from shared.seeding.coverage import Block, Coverage
+from shared.seeding.export_s3 import ExportBucket
+from shared.seeding.plan import plan_pretile
 from shared.settings import Settings, TileSettings, VectorSettings
-from shared.tiles.archives import ARCHIVES, ArchiveInfo, open_archive
-from shared.tiles.coverage import Block, Coverage
-from shared.tiles.encoding import Encoding, empty_tile
-from shared.tiles.export_s3 import ExportBucket
-from shared.tiles.formats import TileFormat, TileVariant
-from shared.tiles.grid import MAX_ZOOM, TileAddress
-from shared.tiles.pretile import plan_pretile
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import TileStore, tile_key
 from shared.tiles.styles import read_style

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from shared.tiles.png import png_avg, transparent_png
+from shared.base.png import png_avg, transparent_png
 from tests.layers import decode
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"

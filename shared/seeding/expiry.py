@@ -5,7 +5,7 @@ of an expiry is such a list (``text/plain``), the same tiles as a JSON array of 
 strings, or a GeoJSON (Multi)Polygon (or a Feature of one): the tiles meeting it. Every line is
 checked (``400`` naming the first bad line), and the list is bounded: at most
 :data:`MAX_BYTES` and :data:`MAX_LINES` (``413`` past either). A listed tile stands for itself,
-its parents and its children (:class:`~shared.tiles.tile_sets.ListedTiles`).
+its parents and its children (:class:`~shared.seeding.tile_sets.ListedTiles`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
+from shared.base.grid import MAX_ZOOM, TileAddress
 from shared.errors import InvalidInputError, PayloadTooLargeError
-from shared.tiles.coverage import Coverage
-from shared.tiles.grid import MAX_ZOOM, TileAddress
-from shared.tiles.tile_sets import CoverageTiles, ListedTiles, TileSet
+from shared.seeding.coverage import Coverage
+from shared.seeding.tile_sets import CoverageTiles, ListedTiles, TileSet
 
 __all__ = ["MAX_BYTES", "MAX_LINES", "expiry_tiles", "parse_tile_lines"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from shared.base.grid import TileAddress, parse_tile
 from shared.errors import InvalidInputError, NotFoundError
-from shared.tiles.grid import TileAddress, parse_tile
 
 #: half the side of the Web Mercator world, in metres, and the latitude of its edge
 HALF = 20037508.342789244

@@ -7,15 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.errors import InvalidInputError
-from shared.tiles.encoding import (
+from shared.base.encoding import (
     JPEG_BACKGROUND,
     PNG_FORMAT,
     WEBP_LOSSLESS_FORMAT,
     Encoding,
     empty_tile,
 )
-from shared.tiles.formats import (
+from shared.base.formats import (
     PNG_TILE,
     TileFormat,
     TileVariant,
@@ -23,7 +22,8 @@ from shared.tiles.formats import (
     tile_url_template,
     tile_url_templates,
 )
-from shared.tiles.grid import TileAddress
+from shared.base.grid import TileAddress
+from shared.errors import InvalidInputError
 from shared.tiles.store import FileTileStore, key_format, tile_key
 from tests.layers import decode
 

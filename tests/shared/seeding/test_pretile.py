@@ -14,25 +14,22 @@ from typing import Any
 import pytest
 import redis
 
+from shared.base.grid import TileAddress
 from shared.errors import InvalidInputError, JobCancelledError, UnprocessableError
 from shared.jobs import JobReporter, JobStore
-from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.grid import TileAddress
-from shared.tiles.pretile import (
+from shared.seeding.coverage import Coverage
+from shared.seeding.plan import (
     CHUNK,
     Chunk,
-    LayerLock,
-    PretileCounters,
-    RunSlots,
     check_ceiling,
     check_zooms,
     chunks,
     count_chunks,
-    free_run,
     plan_pretile,
 )
-from shared.tiles.pretile_run import PretileJob, PretileRunner
+from shared.seeding.pretile import LayerLock, PretileCounters, RunSlots, free_run
+from shared.seeding.pretile_run import PretileJob, PretileRunner
+from shared.settings import Settings
 from shared.tiles.store import FileTileStore
 from tests.conftest import REDIS_URL
 

@@ -2,9 +2,9 @@
 expiry's ``rerender``, drawn again), as a job.
 
 A raster layer's tiles are files or objects ``<style>/<lang>/<z>/<x>/<y>[@2x].<ext>``: every
-language folder the cache holds and every variant (:data:`~shared.tiles.formats.VARIANTS`)
+language folder the cache holds and every variant (:data:`~shared.base.formats.VARIANTS`)
 unless the job names some, in the stores it names (the disk, the bucket). They are found by
-walking the cache (:mod:`shared.tiles.cache_walk`), zoom by zoom, so the work is the cached
+walking the cache (:mod:`shared.seeding.cache_walk`), zoom by zoom, so the work is the cached
 tiles in the set's columns, never the set's tiles (billions at deep zooms). A vector layer's
 tiles are the API's cached answers (:func:`~shared.vector.cache.drop_cached_tiles`) and the
 nginx front's kept ones (:func:`~shared.vector.front_cache.drop_front_tiles`).
@@ -26,15 +26,15 @@ from typing import Any
 import numpy as np
 import redis
 
+from shared.base.formats import VARIANTS, TileVariant
+from shared.base.grid import TileAddress
 from shared.errors import JobCancelledError, MapsvcError
 from shared.jobs import JobReporter
-from shared.tiles.cache_walk import CachedTile, cached_langs, cached_tiles
-from shared.tiles.formats import VARIANTS, TileVariant
-from shared.tiles.grid import TileAddress
-from shared.tiles.pretile import PLAN_MAX_S, check_zooms
+from shared.seeding.cache_walk import CachedTile, cached_langs, cached_tiles
+from shared.seeding.plan import PLAN_MAX_S, check_zooms
+from shared.seeding.tile_sets import TileSet, tile_set_from_json
 from shared.tiles.store import TileStore
 from shared.tiles.stores import TileStores
-from shared.tiles.tile_sets import TileSet, tile_set_from_json
 from shared.vector.cache import drop_cached_tiles
 from shared.vector.front_cache import drop_front_tiles
 
@@ -81,7 +81,7 @@ class Sweep:
 def plan_sweep(tiles: TileSet, minzoom: int, maxzoom: int) -> dict[str, Any]:
     """The tiles of the set per zoom, which a job may find cached (``dryrun=1``).
 
-    A zoom a coverage is too large to count by :data:`~shared.tiles.pretile.PLAN_MAX_S` is
+    A zoom a coverage is too large to count by :data:`~shared.seeding.pretile.PLAN_MAX_S` is
     ``tiles: null``, as is every zoom below it; ``total`` counts the others.
 
     Raises:

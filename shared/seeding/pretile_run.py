@@ -26,6 +26,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from shared.base.encoding import DEFAULT_ENCODING, Codec, Encoding
+from shared.base.formats import PNG_TILE, TileVariant
+from shared.base.grid import TileAddress
+from shared.base.png import Rendered
 from shared.disk import short_of_space
 from shared.errors import (
     ConflictError,
@@ -35,23 +39,10 @@ from shared.errors import (
     UnprocessableError,
 )
 from shared.jobs import Continued, JobReporter, JobStore
-from shared.tiles.coverage import Coverage
-from shared.tiles.encoding import DEFAULT_ENCODING, Codec, Encoding
-from shared.tiles.formats import PNG_TILE, TileVariant
-from shared.tiles.grid import TileAddress
+from shared.seeding.coverage import Coverage
+from shared.seeding.plan import CHUNK, Chunk, check_ceiling, chunks, count_chunks, plan_pretile
+from shared.seeding.pretile import LayerLock, PretileCounters, RunSlots
 from shared.tiles.metatile import DEFAULT_METATILING, Metatiling, metatiles
-from shared.tiles.png import Rendered
-from shared.tiles.pretile import (
-    CHUNK,
-    Chunk,
-    LayerLock,
-    PretileCounters,
-    RunSlots,
-    check_ceiling,
-    chunks,
-    count_chunks,
-    plan_pretile,
-)
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import FileTileStore, TileStore, tile_key
 from shared.tiles.stores import TileStores

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.base.formats import TileVariant, parse_variant
+from shared.base.grid import TileAddress
 from shared.errors import InvalidInputError
+from shared.seeding.tile_sets import TileSet
 from shared.settings import LANG_PATTERN
-from shared.tiles.formats import TileVariant, parse_variant
-from shared.tiles.grid import TileAddress
 from shared.tiles.s3 import S3TileStore
 from shared.tiles.store import TileStore
-from shared.tiles.tile_sets import TileSet
 
 __all__ = ["COLUMN_LISTINGS", "CachedTile", "cached_langs", "cached_tiles"]
 

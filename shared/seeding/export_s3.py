@@ -1,9 +1,9 @@
 """Exports in the object storage bucket (``isS3=1``): ``<prefix>exports/<layer>/<name>``.
 
-An export is written whole to the disk first (:mod:`shared.tiles.export`), then uploaded (a
+An export is written whole to the disk first (:mod:`shared.seeding.export`), then uploaded (a
 multipart upload above 8 MiB: the object appears only once every part is there, so no reader
 ever sees half of it) and the local file removed. A layer keeps its
-:data:`~shared.tiles.export.KEEP_EXPORTS` newest exports in the bucket too. The download route
+:data:`~shared.seeding.export.KEEP_EXPORTS` newest exports in the bucket too. The download route
 reads an object a part at a time (HTTP range requests, as a PMTiles reader asks them).
 """
 
@@ -19,8 +19,9 @@ from urllib.parse import quote
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
+from shared.base.s3 import is_missing_key, missing_as_none, storage_reason
 from shared.errors import UnavailableError
-from shared.tiles.s3 import S3TileStore, is_missing_key, missing_as_none, storage_reason
+from shared.tiles.s3 import S3TileStore
 
 __all__ = [
     "ExportBucket",

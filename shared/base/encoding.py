@@ -18,9 +18,9 @@ import numpy as np
 from rasterio.errors import NotGeoreferencedWarning
 from rasterio.io import MemoryFile
 
+from shared.base.formats import TileFormat
+from shared.base.png import transparent_png
 from shared.settings import TileSettings
-from shared.tiles.formats import TileFormat
-from shared.tiles.png import transparent_png
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -37,7 +37,7 @@ __all__ = [
 #: Full-colour PNG (a palette would change the pixels of imagery), zlib level 1 with the
 #: "average" row filter: measured on the Landsat tiles, 2.8x faster to encode than Mapnik's
 #: default PNG settings (9 ms instead of 25 ms a tile) and 15% smaller. Tiles are written with
-#: this filter by numpy and zlib-ng (:func:`shared.tiles.png.png_avg`), faster and smaller still;
+#: this filter by numpy and zlib-ng (:func:`shared.base.png.png_avg`), faster and smaller still;
 #: Mapnik encodes so only an image it left premultiplied.
 PNG_FORMAT = "png32:z=1:f=avg"
 #: Lossless WebP (the pixels of the PNG) at libwebp's effort 1 of 0-6 (``method``); for lossless

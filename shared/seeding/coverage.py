@@ -32,9 +32,9 @@ from pyproj import Transformer
 from shapely.geometry.base import BaseGeometry  # type: ignore[import-untyped]
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shared.base.grid import TileAddress
 from shared.errors import InvalidInputError, UnprocessableError
 from shared.params import parse_bbox
-from shared.tiles.grid import TileAddress
 from shared.vector.catalog import VectorLayer, ident
 from shared.vector.cql import parse_cql, refusing
 from shared.vector.db import pyformat, read_pool

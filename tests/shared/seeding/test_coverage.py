@@ -11,10 +11,10 @@ import pytest
 import shapely  # type: ignore[import-untyped]
 from pyproj import Transformer
 
+from shared.base.grid import TMS, TileAddress
 from shared.errors import InvalidInputError
-from shared.tiles.coverage import MAX_VERTICES, Coverage
-from shared.tiles.grid import TMS, TileAddress
-from shared.tiles.pretile import CHUNK, chunks, count_chunks, plan_pretile
+from shared.seeding.coverage import MAX_VERTICES, Coverage
+from shared.seeding.plan import CHUNK, chunks, count_chunks, plan_pretile
 
 #: over the Landsat scene of the demo rasters
 TRIANGLE = [[[-78.9, 23.6], [-76.6, 23.6], [-78.9, 25.5], [-78.9, 23.6]]]

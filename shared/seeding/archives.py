@@ -1,7 +1,7 @@
 """Tile archives: MBTiles 1.3 (SQLite) and PMTiles v3 (Protomaps' ``pmtiles`` writer).
 
 Both are written tile by tile into a file that is not yet under its final name (see
-:mod:`shared.tiles.export`) and closed with the metadata of the whole export. Tiles come in
+:mod:`shared.seeding.export`) and closed with the metadata of the whole export. Tiles come in
 the order of PMTiles tile ids (zoom by zoom, each zoom along its Hilbert curve), so the
 PMTiles archive is clustered; identical tiles (the empty tiles around a raster, the sea) are
 stored once in it, the writer's own deduplication.
@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Protocol
 from pmtiles.tile import Compression, TileType, zxy_to_tileid
 from pmtiles.writer import Writer
 
-from shared.tiles.grid import TileAddress
+from shared.base.grid import TileAddress
 
 __all__ = ["ARCHIVES", "Archive", "ArchiveInfo", "MBTilesArchive", "PMTilesArchive", "open_archive"]
 

@@ -6,10 +6,10 @@ import statistics
 import time
 from typing import Any
 
+from shared.base.grid import MAX_ZOOM, TileAddress
 from shared.errors import UnavailableError
 from shared.jobs import JobReporter
-from shared.tiles.grid import MAX_ZOOM, TileAddress
-from shared.tiles.pretile import chunks, plan_pretile
+from shared.seeding.plan import chunks, plan_pretile
 from shared.tiles.render import TileRenderer
 from shared.tiles.store import TileStore, tile_key
 from shared.tiles.styles import read_style

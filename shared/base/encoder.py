@@ -7,7 +7,7 @@ tiles, so it is cut down three ways:
   zooms: half the tiles of the demo countries at zooms 0-5) is encoded once per format, size
   and colour in a process (:class:`SolidTiles`), and its bytes reused: the encoders are
   deterministic, so they are the bytes of encoding the tile itself;
-- a PNG tile is written by numpy and zlib-ng (:func:`shared.tiles.png.png_avg`): the pixels and
+- a PNG tile is written by numpy and zlib-ng (:func:`shared.base.png.png_avg`): the pixels and
   row filter of Mapnik's ``PNG_FORMAT``, deflated faster and smaller than Mapnik's zlib does;
 - the image's pixels are read into numpy once, and each tile is a view of them (no copy per
   tile; a numpy comparison tells a tile of one colour).
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from shared.base.encoding import JPEG_BACKGROUND, PNG_FORMAT, Codec
+from shared.base.png import Rendered, png_avg
 from shared.mapnik_env import mapnik
-from shared.tiles.encoding import JPEG_BACKGROUND, PNG_FORMAT, Codec
-from shared.tiles.png import Rendered, png_avg
 
 __all__ = ["Background", "Cutter", "SolidTiles"]
 

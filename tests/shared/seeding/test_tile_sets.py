@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import redis
 
+from shared.base.grid import TileAddress
 from shared.cache import ByteBudget
 from shared.errors import InvalidInputError, PayloadTooLargeError
+from shared.seeding.coverage import Coverage
+from shared.seeding.expiry import MAX_LINES, expiry_tiles, parse_tile_lines
+from shared.seeding.tile_sets import CoverageTiles, ListedTiles, tile_set_from_json
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage
-from shared.tiles.expiry import MAX_LINES, expiry_tiles, parse_tile_lines
-from shared.tiles.grid import TileAddress
-from shared.tiles.tile_sets import CoverageTiles, ListedTiles, tile_set_from_json
 from shared.vector.front_cache import drop_front_tiles
 
 LISTED = [TileAddress(3, 2, 1), TileAddress(4, 4, 2), TileAddress(4, 10, 10), TileAddress(2, 1, 0)]

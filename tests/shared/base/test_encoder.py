@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from shared.base.encoder import Cutter, SolidTiles
+from shared.base.encoding import JPEG_BACKGROUND, PNG_CODEC, PNG_FORMAT, Codec, Encoding
+from shared.base.formats import TileFormat
+from shared.base.grid import RenderArea, TileAddress
+from shared.base.png import png_avg
 from shared.mapnik_env import mapnik
-from shared.tiles.encoder import Cutter, SolidTiles
-from shared.tiles.encoding import JPEG_BACKGROUND, PNG_CODEC, PNG_FORMAT, Codec, Encoding
-from shared.tiles.formats import TileFormat
-from shared.tiles.grid import RenderArea, TileAddress
 from shared.tiles.metatile import Metatile
-from shared.tiles.png import png_avg
 from shared.tiles.render import TileRenderer
 from tests.layers import decode
 from tests.styles import write_countries

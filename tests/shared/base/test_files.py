@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.raster.files import atomic_path, link_atomic, write_atomic
+from shared.base.files import atomic_path, link_atomic, write_atomic
 
 
 def test_a_file_is_written_whole_under_its_name_its_folder_made(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(
     def full(*_: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("shared.raster.files.os.replace", full)
+    monkeypatch.setattr("shared.base.files.os.replace", full)
     with pytest.raises(OSError, match="No space"):
         write_atomic(final, b"new")
 

@@ -117,7 +117,7 @@ def parse_variant(y: str, extension: str) -> tuple[str, TileVariant]:
 
     Args:
         y: the segment before its extension, ``110`` or ``110@2x`` (the row is checked by
-            :func:`~shared.tiles.grid.parse_tile`).
+            :func:`~shared.base.grid.parse_tile`).
         extension: ``png``, ``webp``, ``jpg`` or ``jpeg``.
 
     Raises:

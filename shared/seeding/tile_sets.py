@@ -4,7 +4,7 @@ A set answers, per zoom, whether given tiles belong to it (:meth:`TileSet.meets`
 once), the columns its tiles lie in (:meth:`TileSet.columns`: where a walk of the cache looks),
 and how many tiles it has (:meth:`TileSet.count`, for a dry run). Two kinds:
 
-- :class:`CoverageTiles`: the tiles meeting a coverage (:mod:`shared.tiles.coverage`), or every
+- :class:`CoverageTiles`: the tiles meeting a coverage (:mod:`shared.seeding.coverage`), or every
   tile of the grid when there is none;
 - :class:`ListedTiles`: an expiry list (osm2pgsql's ``z/x/y`` lines): each tile listed, its
   parents at every zoom above it and its children at every zoom below it, as mod_tile's
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shared.tiles.coverage import Coverage
-from shared.tiles.grid import MAX_ZOOM, TileAddress
+from shared.base.grid import MAX_ZOOM, TileAddress
+from shared.seeding.coverage import Coverage
 
 __all__ = ["CoverageTiles", "ListedTiles", "TileSet", "tile_set_from_json"]
 

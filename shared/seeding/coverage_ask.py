@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.errors import InvalidInputError
+from shared.seeding.coverage import Coverage, layer_coverage
 from shared.settings import Settings
-from shared.tiles.coverage import Coverage, layer_coverage
 from shared.vector.catalog import Catalogue, VectorLayer
 from shared.vector.db import make_engine
 
