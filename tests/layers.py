@@ -69,13 +69,29 @@ def configuration(
     store = JobStore(rdb, settings)
     job_id = str(uuid.uuid4())
     store.create(job_id, "test", {})
+    return configure_in_process(
+        settings, rel, JobReporter(store, job_id), lang=lang, url_prefix=url_prefix
+    )
+
+
+def configure_in_process(
+    settings: Settings,
+    rel: str,
+    report: JobReporter,
+    *,
+    refresh: bool = False,
+    lang: str = "en",
+    url_prefix: str = "/api-user",
+) -> dict[str, Any]:
+    """Configure the raster ``rel`` as a layer in this process, reporting to ``report``, the
+    work dir's tiles dropped when it changes: the result."""
     return configure_layer(
         settings.work_dir,
         rel,
-        JobReporter(store, job_id),
+        report,
         lang=lang,
         url_prefix=url_prefix,
-        refresh=False,
+        refresh=refresh,
         stores=[FileTileStore(settings.dirs.rtile)],
     )
 

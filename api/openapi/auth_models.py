@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, RootModel, WithJsonSchema
 
+from api.openapi.models import Answer
 from shared.auth.principal import Role
 
 __all__ = [
@@ -228,7 +229,7 @@ class Login(BaseModel):
     password: str = _text("The user's password")
 
 
-class User(BaseModel):
+class User(Answer):
     """A user, never its password."""
 
     id: int
@@ -237,9 +238,12 @@ class User(BaseModel):
     layers: list[str] | None
     disabled: bool
     created: str
+    locked_until: str | None = Field(
+        description="While failed logins hold the user locked out: until when (ISO 8601)"
+    )
 
 
-class ApiKey(BaseModel):
+class ApiKey(Answer):
     """An API key's record, never the key."""
 
     id: str
@@ -262,7 +266,7 @@ class ApiKeyCreated(ApiKey):
     key: str
 
 
-class OAuthClient(BaseModel):
+class OAuthClient(Answer):
     """An OAuth 2.0 client, never its secret."""
 
     client_id: str
@@ -279,7 +283,7 @@ class OAuthClientCreated(OAuthClient):
     client_secret: str | None
 
 
-class Token(BaseModel):
+class Token(Answer):
     """RFC 6749 section 5.1: the access token (a JWT) and a refresh token."""
 
     access_token: str
@@ -288,7 +292,7 @@ class Token(BaseModel):
     refresh_token: str | None = None
 
 
-class OAuthError(BaseModel):
+class OAuthError(Answer):
     """RFC 6749 section 5.2: how the token endpoint refuses."""
 
     error: Literal[
@@ -301,7 +305,7 @@ class OAuthError(BaseModel):
     error_description: str
 
 
-class LoginAnswer(BaseModel):
+class LoginAnswer(Answer):
     """The user's id and login, and an access token (a JWT)."""
 
     id: int

@@ -48,17 +48,17 @@ def _drift(models: tuple[type[BaseModel], ...], body: bytes) -> str | None:
         data = json.loads(body)
     except ValueError:
         return "not JSON"
-    why = ""
+    whys = []
     for model in models:
         try:
             model.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            why = f"{model.__name__}: {where}: {first['msg']}"
+            whys.append(f"{model.__name__}: {where}: {first['msg']}")
         else:
             return None
-    return why
+    return "; ".join(whys)
 
 
 class AnswerCheck(HttpMiddleware):

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 __all__ = [
+    "Answer",
     "CacheDropped",
     "CatalogueEntry",
     "CompressResult",
@@ -34,6 +35,7 @@ __all__ = [
     "PretilePlan",
     "PretileResult",
     "PretileZoom",
+    "Places",
     "ProbeResult",
     "RasterConfig",
     "RasterInfo",
@@ -63,11 +65,14 @@ __all__ = [
 Schema = dict[str, Any]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Answer(BaseModel):
+    """An answer's model: a field it does not declare is refused (``MAPSVC_CHECK_ANSWERS``
+    checks every answer against its model, so the document cannot drift from what is sent)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(Answer):
     """What went wrong: a stable slug, a message for people, and facts about the failure."""
 
     code: str
@@ -75,20 +80,20 @@ class ErrorBody(BaseModel):
     detail: dict[str, Any]
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(Answer):
     """The one shape of every failure (4xx and 5xx)."""
 
     error: ErrorBody
 
 
-class JobLinks(BaseModel):
+class JobLinks(Answer):
     """Where the job and its event stream are."""
 
     self: str
     events: str
 
 
-class Job(BaseModel):
+class Job(Answer):
     """The job descriptor: state, progress, result or error, links."""
 
     id: str
@@ -109,7 +114,7 @@ class Job(BaseModel):
     links: JobLinks
 
 
-class JobList(BaseModel):
+class JobList(Answer):
     """One page of the jobs collection."""
 
     jobs: list[Job]
@@ -118,14 +123,14 @@ class JobList(BaseModel):
     next: str | None
 
 
-class SseEvent(_Body):
+class SseEvent(Answer):
     """One event of a stream: its text (a job line) and its stream entry id."""
 
     data: str
     id: str | None = None
 
 
-class FrontLink(BaseModel):
+class FrontLink(Answer):
     """A link of the front door."""
 
     rel: str
@@ -134,7 +139,7 @@ class FrontLink(BaseModel):
     title: str
 
 
-class FrontDoor(BaseModel):
+class FrontDoor(Answer):
     """The front door: the service, its version, links to its pages and documents."""
 
     service: Literal["mapsvc"]
@@ -142,14 +147,14 @@ class FrontDoor(BaseModel):
     links: list[FrontLink]
 
 
-class Health(BaseModel):
+class Health(Answer):
     """The process is alive, and its version (``pyproject.toml``'s)."""
 
     status: Literal["ok"]
     version: str
 
 
-class Ready(BaseModel):
+class Ready(Answer):
     """Every dependency answered (the checks themselves are shown to operators only)."""
 
     status: Literal["ready"]
@@ -158,7 +163,7 @@ class Ready(BaseModel):
     )
 
 
-class RasterRow(BaseModel):
+class RasterRow(Answer):
     """A raster of a listing (spec 2.1)."""
 
     id: str
@@ -169,7 +174,7 @@ class RasterRow(BaseModel):
     type: Literal["dir", "file"]
 
 
-class RasterListing(BaseModel):
+class RasterListing(Answer):
     """The rasters of a folder (spec 2.1)."""
 
     time: int
@@ -177,7 +182,7 @@ class RasterListing(BaseModel):
     rows: list[RasterRow]
 
 
-class RasterConfig(_Body):
+class RasterConfig(Answer):
     """A raster configured as a layer (spec 2.2), with the layer id added."""
 
     id: str
@@ -196,7 +201,7 @@ class RasterConfig(_Body):
     )
 
 
-class RasterStatTimes(_Body):
+class RasterStatTimes(Answer):
     """Times, size and count of a raster (spec 2.3 ``stat``)."""
 
     cdate: str
@@ -205,7 +210,7 @@ class RasterStatTimes(_Body):
     count: int
 
 
-class RasterStat(_Body):
+class RasterStat(Answer):
     """Raster statistics (spec 2.3)."""
 
     time: int
@@ -214,8 +219,11 @@ class RasterStat(_Body):
     files: list[dict[str, Any]]
 
 
-class RasterInfo(_Body):
-    """``gdalinfo -json`` of a layer's raster (spec 2.4)."""
+class RasterInfo(Answer):
+    """``gdalinfo -json`` of a layer's raster (spec 2.4): the fields below, and every other
+    field gdalinfo prints for that raster (its own document, open)."""
+
+    model_config = ConfigDict(extra="allow")
 
     description: str
     driverShortName: str  # noqa: N815 - gdalinfo's field name
@@ -223,49 +231,63 @@ class RasterInfo(_Body):
     bands: list[dict[str, Any]]
 
 
-class CompressedFile(_Body):
+class CompressedFile(Answer):
     """One compressed raster."""
 
     name: str
+    size: int = Field(description="Its bytes before")
+    compressed: int | None = Field(description="Its bytes after (null: it failed)")
+    ratio: float | None = Field(description="After over before")
+    ms: int
+    err: str | None = Field(description="Why it failed (empty: it did not)")
 
 
-class CompressResult(_Body):
+class CompressResult(Answer):
     """Where the compressed rasters went."""
 
     folder: str
     files: list[CompressedFile]
 
 
-class TileDebug(BaseModel):
+class TileDebug(Answer):
     """The tile's corners in the layer's CRS and the command that renders it (spec 2.6)."""
 
     bbound: list[float]
     cmd: str
 
 
-class PretileZoom(_Body):
+class PretileZoom(Answer):
     """One zoom of a pre-tiling plan."""
 
     zoom: int
     tiles: int | None = Field(description="Tiles meeting the coverage; null: too many to count")
+    tiled: bool = Field(description="Whether the zoom is tiled (false: cut by the cap)")
 
 
-class PretilePlan(_Body):
+class PretilePlan(Answer):
     """What pre-tiling would render (``dryrun=1``)."""
 
     minzoom: int
-    maxzoom: int
+    maxzoom: int = Field(description="End zoom, excluded")
+    cap: int = Field(description="The most tiles one run makes")
     zooms: list[PretileZoom]
     total: int
+    cut: list[int] = Field(description="The zooms cut by the cap")
+    ceiling: int | None = Field(description="`MAPSVC_PRETILE_MAX_TILES`")
+    over_ceiling: bool = Field(description="Whether the plan is over it (refused: `422`)")
 
 
-class PretileResult(_Body):
+class PretileResult(Answer):
     """What a pre-tiling job rendered."""
 
     plan: dict[str, Any]
     zooms: list[dict[str, Any]]
     rendered: int
     skipped: int
+    empty: int = Field(description="Rendered tiles with nothing drawn")
+    seconds: float
+    first_error: str | None = Field(None, description="The first error of a failed chunk")
+    resumed_of: str | None = Field(None, description="The run this one resumed")
     workers: dict[str, dict[str, int]] = Field(
         description="Per worker (its Celery name): the chunks it did and the tiles it rendered"
     )
@@ -277,7 +299,7 @@ class PretileResult(_Body):
     tiles_per_s: float = Field(0.0, description="This run's tiles (made or found) per second")
 
 
-class SeedZoom(BaseModel):
+class SeedZoom(Answer):
     """A run's progress at one zoom."""
 
     zoom: int
@@ -302,7 +324,7 @@ class Seed(Job):
     )
 
 
-class SeedList(BaseModel):
+class SeedList(Answer):
     """One page of the seeds collection."""
 
     seeds: list[Seed]
@@ -310,14 +332,14 @@ class SeedList(BaseModel):
     offset: int
 
 
-class SeedsCancelled(BaseModel):
+class SeedsCancelled(Answer):
     """The runs of a layer cancelled."""
 
     layer: str
     cancelled: list[str]
 
 
-class ExportResult(_Body):
+class ExportResult(Answer):
     """What an export job wrote: its file, where to download it, and its tiles."""
 
     layer: str
@@ -338,16 +360,24 @@ class ExportResult(_Body):
     zooms: list[int] = Field(description="The zooms it holds tiles of")
     bounds: list[float]
     plan: dict[str, Any]
+    cached: int | None = Field(None, description="Raster tiles taken from the tile cache")
+    rendered: int | None = Field(None, description="Raster tiles rendered (and cached)")
+    empty: int | None = Field(None, description="Raster tiles with nothing drawn")
+    outside: int | None = Field(None, description="Raster tiles outside the layer's footprint")
+    made: int | None = Field(None, description="Vector tiles made, with features")
+    without_features: int | None = Field(
+        None, description="Vector tiles without features (left out of the file)"
+    )
 
 
-class SweepZoom(_Body):
+class SweepZoom(Answer):
     """One zoom of a truncation or expiry plan."""
 
     zoom: int
     tiles: int | None = Field(description="Tiles of the set at the zoom; null: too many to count")
 
 
-class SweepPlan(_Body):
+class SweepPlan(Answer):
     """The tiles a truncation or expiry may find cached (``dryrun=1``), per zoom."""
 
     minzoom: int
@@ -356,7 +386,7 @@ class SweepPlan(_Body):
     total: int = Field(description="The tiles of the zooms counted")
 
 
-class SweepResult(_Body):
+class SweepResult(Answer):
     """What a truncation or expiry job removed (or drew again)."""
 
     layer: str
@@ -367,31 +397,51 @@ class SweepResult(_Body):
     removed: int = Field(description="Cached tiles removed (each language and variant counts)")
     rerendered: int = Field(description="Cached tiles drawn again (`mode=rerender`)")
     seconds: float
+    stores: list[str] | None = Field(None, description="A raster layer's: `file`, `s3`")
+    langs: list[str] | None = Field(None, description="A raster layer's languages swept")
+    formats: list[str] | None = Field(None, description="A raster layer's variants swept")
+    vector_cache: int | None = Field(None, description="A vector layer's: the API's tiles gone")
+    front_cache: int | None = Field(
+        None, description="A vector layer's: the front's tiles gone (null: no front)"
+    )
 
 
-class SpeedTest(_Body):
+class SpeedTest(Answer):
     """The speed test's summary."""
 
     style: str
     lang: str
+    sample_per_zoom: int = Field(description="Tiles sampled at each zoom")
     zooms: list[dict[str, Any]]
 
 
-class ProbeResult(_Body):
+class ProbeResult(Answer):
     """The pipeline probe's result."""
 
     steps: int
     ms: int
 
 
-class FeatureCollection(_Body):
-    """A GeoJSON FeatureCollection."""
+class FeatureCollection(Answer):
+    """A GeoJSON FeatureCollection, with the members a route adds (RFC 7946 6.1's foreign
+    members: `links`, `numberMatched`, …, said by the route's description)."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: Literal["FeatureCollection"]
     features: list[dict[str, Any]]
 
 
-class Feature(_Body):
+class Places(Answer):
+    """Places by name: a GeoJSON FeatureCollection, with what was asked and whose data it is."""
+
+    type: Literal["FeatureCollection"]
+    query: dict[str, Any] = Field(description="`q`, `lang`, `limit` and `bbox` as read")
+    features: list[dict[str, Any]]
+    attribution: str | None = Field(description="The provider's attribution")
+
+
+class Feature(Answer):
     """A GeoJSON Feature."""
 
     type: Literal["Feature"]
@@ -399,7 +449,7 @@ class Feature(_Body):
     properties: dict[str, Any] | None
 
 
-class VectorLayerEntry(_Body):
+class VectorLayerEntry(Answer):
     """A layer of a TileJSON document (spec 2.5)."""
 
     id: str
@@ -409,7 +459,7 @@ class VectorLayerEntry(_Body):
     count: int
 
 
-class CatalogueEntry(_Body):
+class CatalogueEntry(Answer):
     """A vector layer in the catalogue."""
 
     id: str
@@ -421,13 +471,13 @@ class CatalogueEntry(_Body):
     tilejson: str = Field(description="URL of the layer's TileJSON (gis-datasource/<id>)")
 
 
-class VectorCatalogue(_Body):
+class VectorCatalogue(Answer):
     """The vector layers a caller may read."""
 
     layers: list[CatalogueEntry]
 
 
-class _TileJson(_Body):
+class _TileJson(Answer):
     """What the TileJSON 3.0.0 of a layer holds, raster or vector."""
 
     tilejson: str
@@ -451,7 +501,7 @@ class TileJson(_TileJson):
     vector_layers: list[VectorLayerEntry]
 
 
-class BandStatistics(_Body):
+class BandStatistics(Answer):
     """The statistics of one band of a raster layer, computed at configuration from a reduced
     read (about 1024² pixels, through the overviews); nodata, NaN, masks and alpha left out."""
 
@@ -467,7 +517,7 @@ class BandStatistics(_Body):
     valid_percent: float
 
 
-class RasterRendering(_Body):
+class RasterRendering(Answer):
     """How a raster layer is drawn, in TiTiler's parameters (canonical); every field optional."""
 
     bidx: list[str] | None = None
@@ -481,14 +531,14 @@ class RasterRendering(_Body):
     resampling: str | None = None
 
 
-class LegendEntry(_Body):
+class LegendEntry(Answer):
     """A colour of a legend, and the value (or ``[min, max]``) it stands for."""
 
     value: float | list[float] | None
     color: str = Field(description="`#rrggbbaa`")
 
 
-class Legend(_Body):
+class Legend(Answer):
     """The legend of a raster layer's drawing."""
 
     rendering: RasterRendering
@@ -498,7 +548,7 @@ class Legend(_Body):
     entries: list[LegendEntry]
 
 
-class PointValues(_Body):
+class PointValues(Answer):
     """A raster layer's values at a point (TiTiler's ``/point``)."""
 
     coordinates: list[float] = Field(description="[lon, lat]")
@@ -517,34 +567,34 @@ class RasterTileJson(_TileJson):
     statistics: list[BandStatistics] = Field(description="The statistics of the layer's bands")
 
 
-class CacheDropped(BaseModel):
+class CacheDropped(Answer):
     """A layer's vector caches were dropped."""
 
     layer: str
     epoch: int
 
 
-class ReverseGeocode(BaseModel):
+class ReverseGeocode(Answer):
     """Both providers' answers (spec 2.7); a failed key holds an error object instead."""
 
     geocoder_a: dict[str, Any]
     map: dict[str, Any]
 
 
-class Weather(BaseModel):
+class Weather(Answer):
     """The current weather (spec 2.8)."""
 
     body: dict[str, Any]
 
 
-class ElevationLocation(BaseModel):
+class ElevationLocation(Answer):
     """A point of an elevation result."""
 
     lat: float
     lng: float
 
 
-class ElevationResult(_Body):
+class ElevationResult(Answer):
     """The elevation of one point; null where no data covers it."""
 
     dataset: str
@@ -552,14 +602,14 @@ class ElevationResult(_Body):
     location: ElevationLocation
 
 
-class Elevations(_Body):
+class Elevations(Answer):
     """Elevations of points (spec 2.9)."""
 
     results: list[ElevationResult]
     status: str
 
 
-class Parcel(BaseModel):
+class Parcel(Answer):
     """A land parcel (spec 2.10)."""
 
     success: bool

@@ -24,7 +24,7 @@ from api.endpoint import Endpoint, Handler
 from api.errors import status_of
 from api.fields import Box, Flag, Lang, Query, Text
 from api.openapi.answers import json_body
-from api.openapi.models import Elevations, Feature, FeatureCollection, Parcel, Weather
+from api.openapi.models import Elevations, Feature, Parcel, Places, Weather
 from api.openapi.models import ReverseGeocode as ReverseGeocodeAnswer
 from api.services import services
 from shared import parcels
@@ -418,7 +418,7 @@ ENDPOINTS = [
         "/geocode",
         get_geocode,
         PlacesQuery,
-        FeatureCollection,
+        Places,
         "The places",
         errors=_PROVIDER_ERRORS,
     ),

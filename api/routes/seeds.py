@@ -201,64 +201,58 @@ async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
     return JobStart(params, layer=style, job_id=job_id, lock=lock, locked=True)
 
 
-_get = functools.partial(Endpoint, "GET", tag="tiles")
-
-#: a seeding run (the job store judges who may see it, as for /jobs/{id})
-_RUN = Rule("operator")
+#: the layer's runs (the rule judges the layer named), or one run (the job store judges who may
+#: see it, as for /jobs/{id})
+_LAYER, _RUN = Rule("operator", layers=("layer",)), Rule("operator")
+#: reading runs spends the data budget, changing them the jobs budget
+_read = functools.partial(Endpoint, "GET", budget="data", tag="tiles")
+_change = functools.partial(Endpoint, budget="jobs", tag="tiles")
 
 ENDPOINTS = [
-    _get(
+    _read(
         "/seeds",
         list_seeds,
-        rule=Rule("operator", layers=("layer",)),
-        budget="data",
+        rule=_LAYER,
         query=SeedsQuery,
         answer={"200": json_body(SeedList, "The runs, newest first, with their progress")},
     ),
-    Endpoint(
+    _change(
         "DELETE",
         "/seeds",
         delete_seeds,
-        rule=Rule("operator", layers=("layer",)),
-        budget="jobs",
+        rule=_LAYER,
         query=LayerSeedsQuery,
         answer={"200": json_body(SeedsCancelled, "The ids of the runs cancelled")},
         errors=(404,),
-        tag="tiles",
     ),
-    _get(
+    _read(
         "/seeds/{run}",
         get_seed,
         rule=_RUN,
-        budget="data",
         query=RunQuery,
         answer={"200": json_body(Seed, "The run with its progress")},
         errors=(404,),
     ),
-    Endpoint(
+    _change(
         "DELETE",
         "/seeds/{run}",
         delete_seed,
         rule=_RUN,
-        budget="jobs",
         query=RunQuery,
         answer={
             "200": json_body(Seed, "The run, ended now (it was queued)"),
             "202": json_body(Seed, "The run, stopping: its layer is free already"),
         },
         errors=(404, 409),
-        tag="tiles",
     ),
-    Endpoint(
+    _change(
         "POST",
         "/seeds/{run}/resume",
         post_seed_resume,
         rule=_RUN,
-        budget="jobs",
         query=ResumeQuery,
         answer={"200": json_body(PretileResult, "The resumed run's result")},
         errors=(404, 409, 422),
         job=PRETILE,
-        tag="tiles",
     ),
 ]

@@ -22,13 +22,11 @@ from shared.base.grid import TileAddress
 from shared.errors import JobCancelledError
 from shared.jobs import JobReporter, JobStore
 from shared.mapnik_env import mapnik
-from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.settings import Settings
-from shared.tiles.store import FileTileStore
 from tests.checks import assert_error
 from tests.jobs import job_lines
-from tests.layers import RGB, decode, reference, tile_url
+from tests.layers import RGB, configure_in_process, decode, reference, tile_url
 from tests.rasters import write_raster
 
 #: 2048 px over the z8 tile ZONE: its pixels are those of zoom 11
@@ -304,15 +302,7 @@ def test_a_rebuild_stopped_among_the_overviews_leaves_the_old_layer(
     scenes: Path, settings: Settings, reporter: JobReporter, prefix: str
 ) -> None:
     def configure(report: JobReporter) -> None:
-        configure_layer(
-            settings.work_dir,
-            GRADIENT,
-            report,
-            lang="en",
-            url_prefix="/api-user",
-            refresh=True,
-            stores=[FileTileStore(settings.dirs.rtile)],
-        )
+        configure_in_process(settings, GRADIENT, report, refresh=True)
 
     configure(reporter)
     derived = settings.dirs.derived / encode_id(GRADIENT)

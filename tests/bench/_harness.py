@@ -30,11 +30,10 @@ import httpx
 import psycopg
 
 from shared.jobs import JobReporter, JobStore
-from shared.raster.layer import configure_layer
 from shared.raster.paths import encode_id
 from shared.redis_clients import sync_client
 from shared.settings import Settings
-from shared.tiles.store import FileTileStore
+from tests.layers import configure_in_process
 
 __all__ = [
     "PG_SERVER",
@@ -127,15 +126,7 @@ def configure_scene(settings: Settings, source: Path, rel: str) -> str:
     job = str(uuid.uuid4())
     store.create(job, "bench", {})
     reporter = JobReporter(store, job)
-    configure_layer(
-        settings.work_dir,
-        rel,
-        reporter,
-        lang="en",
-        url_prefix="/api-user",
-        refresh=False,
-        stores=[FileTileStore(settings.dirs.rtile)],
-    )
+    configure_in_process(settings, rel, reporter)
     return encode_id(rel)
 
 

@@ -20,14 +20,14 @@ from api.app import create_app
 from shared.base.grid import RenderArea
 from shared.errors import InvalidInputError, JobCancelledError, UnavailableError
 from shared.jobs import JobReporter, JobStore
-from shared.raster.layer import configure_layer, locate_layer
+from shared.raster.layer import locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id, encode_id
 from shared.settings import Settings
 from shared.tiles.pool import RenderLimits, RenderPool
 from shared.tiles.store import FileTileStore
 from tests.checks import assert_error
 from tests.conftest import admin_client
-from tests.layers import decode, tile_url
+from tests.layers import configure_in_process, decode, tile_url
 
 RGB = "single/RGB.byte.tif"
 ROOT_RASTER = "root-scene.tif"
@@ -46,15 +46,7 @@ def _reporter(settings: Settings, rdb: redis.Redis) -> JobReporter:
 
 
 def _configure(settings: Settings, rdb: redis.Redis, rel: str, refresh: bool = False) -> str:
-    result = configure_layer(
-        settings.work_dir,
-        rel,
-        _reporter(settings, rdb),
-        lang="en",
-        url_prefix="/api-user",
-        refresh=refresh,
-        stores=[FileTileStore(settings.dirs.rtile)],
-    )
+    result = configure_in_process(settings, rel, _reporter(settings, rdb), refresh=refresh)
     return str(result["layer"])
 
 
@@ -225,15 +217,7 @@ def test_reconfiguring_serves_the_old_layer_until_the_swap(
         assert (decode(r.content) == old_tile).all()
 
     report = _Probe(_reporter(settings, rdb), "VRT:", during_build)
-    configure_layer(
-        settings.work_dir,
-        BIG,
-        report,
-        lang="en",
-        url_prefix="/api-user",
-        refresh=True,
-        stores=[FileTileStore(settings.dirs.rtile)],
-    )
+    configure_in_process(settings, BIG, report, refresh=True)
     assert seen == [(200, old_xml)]
     new_xml = _xml(settings, layer)
     assert new_xml != old_xml  # it points at the new build
@@ -260,15 +244,7 @@ def test_a_failed_rebuild_leaves_the_old_layer_intact(
 
     report = _Probe(_reporter(settings, rdb), "VRT:", fail)
     with pytest.raises(JobCancelledError):
-        configure_layer(
-            settings.work_dir,
-            BIG,
-            report,
-            lang="en",
-            url_prefix="/api-user",
-            refresh=True,
-            stores=[FileTileStore(settings.dirs.rtile)],
-        )
+        configure_in_process(settings, BIG, report, refresh=True)
     assert _xml(settings, layer) == xml
     assert _files(derived) == before  # the half-made build is gone, the old one kept
     assert _files(settings.dirs.rtile / layer) == tiles

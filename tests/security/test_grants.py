@@ -11,22 +11,17 @@ reads that names a layer is one its rule names, so a new route or parameter cann
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
-import redis
 from starlette.testclient import TestClient
 
-from api.app import create_app
 from api.endpoint import Endpoint
 from api.routes import MOUNTED
 from shared.raster.paths import encode_id
-from shared.seeding.export import export_folder
-from shared.settings import Settings
 from tests.checks import AUTH, assert_error
-from tests.layers import MOSAIC_ID, configure
+from tests.layers import MOSAIC_ID
 
 MOUNTS = ("/api-user", "/api/v1")
 #: the layers granted to the limited keys, and the ones hidden from them
@@ -68,36 +63,6 @@ KVP_QUERIES = {
     "get_wms": {"REQUEST": "GetMap", "CRS": "EPSG:3857", "BBOX": "0,0,1000,1000"}
     | {"WIDTH": "8", "HEIGHT": "8", "FORMAT": "image/png"},
 }
-
-
-def serve_layers(settings: Settings, rdb: redis.Redis) -> Iterator[TestClient]:
-    """The API (no credentials unless a request sends some) with A and B configured (the
-    raster and vector tables made by the fixtures ``raster_dir`` and ``vector_tables``)."""
-    for rel in (A_RASTER, B_RASTER):
-        configure(settings, rdb, rel)
-    exports = export_folder(settings.dirs.exports, MOSAIC_ID)
-    exports.mkdir(parents=True, exist_ok=True)
-    (exports / OTHER_PATH_VALUES["name"]).write_bytes(b"PMTiles\x03")
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        yield client
-
-
-def send_no_task(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Jobs are recorded but their tasks never sent: no worker runs them, whatever the test."""
-    celery = app.app.state.services.jobs.celery  # type: ignore[attr-defined]
-    monkeypatch.setattr(celery, "send_task", lambda *args, **kwargs: None)
-
-
-@pytest.fixture(scope="module")
-def app(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
-) -> Iterator[TestClient]:
-    yield from serve_layers(settings, rdb)
-
-
-@pytest.fixture
-def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    send_no_task(app, monkeypatch)
 
 
 def limited_key(app: TestClient, role: str) -> dict[str, str]:

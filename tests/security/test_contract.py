@@ -5,7 +5,6 @@ changes of our own routes are ``POST``/``DELETE``, a ``GET`` on them ``405`` wit
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,6 @@ from tests.security.test_grants import (
     RASTER_VALUES,
     VECTOR_MODULES,
     VECTOR_VALUES,
-    send_no_task,
-    serve_layers,
 )
 
 MOUNTS = ("/api-user", "/api/v1")
@@ -45,19 +42,6 @@ IGNORING = {"get_wms", "get_wmts", "get_wmts_capabilities", "get_wmts_tile"} | {
 }
 #: the spec's own GET routes that start a job (spec 4.2, 4.3, 4.4, 4.7): they stay GET
 SPEC_GET_JOBS = {"get_layer_pretile", "get_layer_compress", "get_raster_config", "get_speed_test"}
-
-
-@pytest.fixture(scope="module")
-def app(
-    settings: Settings, rdb: redis.Redis, raster_dir: Path, vector_tables: str
-) -> Iterator[TestClient]:
-    """The API with layers A and B of the grant tests."""
-    yield from serve_layers(settings, rdb)
-
-
-@pytest.fixture
-def no_tasks(app: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    send_no_task(app, monkeypatch)
 
 
 def request_to(endpoint: Endpoint, mount: str) -> tuple[str, str, dict[str, str]]:
