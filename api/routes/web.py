@@ -111,6 +111,11 @@ class AssetQuery(Query):
     """A file of the build, by its path in it (checked by :func:`_built`)."""
 
     path: str
+    v: str | None = Field(
+        None,
+        max_length=40,
+        description="A version a script adds to bust caches (MapLibre's worker's); ignored",
+    )
 
 
 def wants_json(request: Request, chosen: str | None) -> bool:

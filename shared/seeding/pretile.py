@@ -463,11 +463,6 @@ def resumable(store: JobStore, run: str, lock_ttl_s: int, now: float) -> JobReco
     style = None if record is None else record.params.get("style")
     if record is None or record.kind != "pretile" or not isinstance(style, str):
         raise NotFoundError(f"no seeding run {run}")
-    last = LayerLock(store, style, lock_ttl_s).last()
-    if last != record.id:
-        raise ConflictError(
-            f"run {run} is not the last of layer {style}: resume {last}", job_id=last
-        )
     unprocessable = UnprocessableError(
         f"the progress of run {run} expired: start a new run of layer {style}"
     )
@@ -483,6 +478,12 @@ def resumable(store: JobStore, run: str, lock_ttl_s: int, now: float) -> JobReco
                 f" {quiet:.0f} s",
                 job_id=record.id,
             )
+    # (a run is named the layer's last as it starts: one never started is none)
+    last = LayerLock(store, style, lock_ttl_s).last()
+    if last not in (None, record.id):
+        raise ConflictError(
+            f"run {run} is not the last of layer {style}: resume {last}", job_id=last
+        )
     if not PretileCounters(store.client, record.id, store.ttl_s).exists():
         raise unprocessable
     if record.outcome == "succeeded" and not (record.result or {}).get("failed"):
