@@ -70,7 +70,7 @@ class Endpoint:
         body: its body: a model (JSON, or a form with ``body_media``), or a request body
             object of the document when the handler reads the body itself (files).
         body_media: the media type of a ``body`` model.
-        body_optional: a request without a body (no ``Content-Type``, nothing sent) is
+        body_optional: a request without a body (nothing sent, whatever its headers) is
             answered too: the handler gets None for the ``body`` model.
         answer: what it answers: a model (``200`` with that JSON), or response objects by
             status.
@@ -198,17 +198,14 @@ class Endpoint:
         """The handler's arguments after the request: its query, then its body."""
         arguments: list[Any] = []
         if not self.ignores_unknown:
-            refuse_unknown(self.query, request.query_params)
+            refuse_unknown(self.query, request.query_params, self.path_names)
         if self.query is not None:
             settings = settings_of(request)
             arguments.append(parse(self.query, request.path_params, request.query_params, settings))
         if isinstance(self.body, type):
-            headers = request.headers
-            empty = "content-type" not in headers and headers.get("content-length", "0") == "0"
-            if self.body_optional and empty:
-                arguments.append(None)
-            else:
-                arguments.append(await _body(request, self.body, self.body_media))
+            arguments.append(
+                await _body(request, self.body, self.body_media, optional=self.body_optional)
+            )
         return arguments
 
 
@@ -223,9 +220,12 @@ def _private(cache: str | None) -> str:
     return f"private, {cache}"
 
 
-async def _body(request: Request, model: type[BaseModel], media: str) -> BaseModel:
+async def _body(
+    request: Request, model: type[BaseModel], media: str, *, optional: bool = False
+) -> BaseModel | None:
     """The request's body as ``model``: JSON, or a form (``media``), at most
-    ``FORM_MAX_BYTES``.
+    ``FORM_MAX_BYTES``; with ``optional``, None when nothing (or only white space) was sent,
+    whatever the headers say.
 
     Raises:
         InvalidInputError: not the media type, not JSON, or a value the model refuses (400,
@@ -233,6 +233,8 @@ async def _body(request: Request, model: type[BaseModel], media: str) -> BaseMod
         PayloadTooLargeError: larger than the cap (413).
     """
     request = capped(request, FORM_MAX_BYTES, "a request body")
+    if optional and not (await request.body()).strip():
+        return None
     given = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if given != media:
         raise InvalidInputError(f"the body must be {media}", parameter="Content-Type")

@@ -339,15 +339,20 @@ def parse(
     return parsed
 
 
-def refuse_unknown(model: type[BaseModel] | None, query: Mapping[str, str]) -> None:
+def refuse_unknown(
+    model: type[BaseModel] | None,
+    query: Mapping[str, str],
+    path_names: frozenset[str] = frozenset(),
+) -> None:
     """Refuse the parameters of ``query`` that ``model`` (None: no model) does not define, but
     for :data:`KNOWN_EVERYWHERE` (OGC API – Features' ``/req/core/query-param-unknown``, on
-    every route: a misspelt ``dryrun`` must not run the real thing).
+    every route: a misspelt ``dryrun`` must not run the real thing), and those that name a path
+    parameter (``path_names``: the path says it, a query does not say it again).
 
     Raises:
         InvalidInputError: 400 naming them (``detail.parameter``: the first) and the known ones.
     """
-    known = (frozenset() if model is None else _names(model)) | KNOWN_EVERYWHERE
+    known = ((frozenset() if model is None else _names(model)) - path_names) | KNOWN_EVERYWHERE
     unknown = sorted(name[:50] for name in query if name not in known)
     if unknown:
         said = ", ".join(unknown[:5]) + (

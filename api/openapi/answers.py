@@ -76,7 +76,8 @@ def job_accepted() -> Schema:
     return response
 
 
-def request_body(model: type[BaseModel], *media: str) -> Schema:
-    """A required request body of ``model``, in each of ``media`` (as it is read: validation)."""
+def request_body(model: type[BaseModel], *media: str, required: bool = True) -> Schema:
+    """A request body of ``model`` (``required`` or not), in each of ``media`` (as it is read:
+    validation)."""
     schema = {"schema": ref(model, "validation")}
-    return {"required": True, "content": dict.fromkeys(media, schema)}
+    return {"required": required, "content": dict.fromkeys(media, schema)}

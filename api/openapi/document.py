@@ -171,7 +171,9 @@ def operation(endpoint: Endpoint, settings: Settings) -> Schema:
     }
     body = endpoint.body
     if isinstance(body, type):
-        op["requestBody"] = request_body(body, endpoint.body_media)
+        op["requestBody"] = request_body(
+            body, endpoint.body_media, required=not endpoint.body_optional
+        )
     elif body is not None:
         op["requestBody"] = body
     security = _security(endpoint.rule, endpoint.own_credentials)

@@ -442,7 +442,9 @@ class Places(Answer):
 
 
 class Feature(Answer):
-    """A GeoJSON Feature."""
+    """A GeoJSON Feature, with the members a route adds (its `id`, `links`: RFC 7946 6.1)."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: Literal["Feature"]
     geometry: dict[str, Any] | None

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from api.access import Rule
+from api.access import Rule, Sight
 from api.endpoint import Endpoint
 from api.fields import Flag, JobQuery, Query, Text, job_id
 from api.job_reply import JobStart, view_of
@@ -183,10 +183,12 @@ async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
     The run must be its layer's last. It may have ended (failed, cancelled) or still say
     ``running`` while silent for 30 s (its workers are gone): that job is then ended, naming
     the new one. The new job has the old one's parameters and plan; its result counts the tiles
-    done before as ``resumed``.
+    done before as ``resumed``. Resuming renders the layer again: the caller must see it still
+    (a grant revoked since the run is ``404``), and it must still be configured.
     """
-    await _run(request, query.run)
+    job = await _run(request, query.run)
     svc = services(request)
+    svc.tiles.style(Sight.of(request).check(str(job["params"].get("style", ""))))
     store, ttl = svc.jobs.store, svc.settings.jobs.time_limit_s
     old = await run_in_threadpool(resumable, store, query.run, ttl, time.time())
     style = old.params["style"]

@@ -365,6 +365,18 @@ def _info(job: ExportJob, name: str, tile_format: str, layer: VectorLayer | None
     return info
 
 
+def _holding(info: ArchiveInfo, first: int, last: int) -> ArchiveInfo:
+    """``info`` stating the zooms the archive holds, ``first`` to ``last`` (MBTiles and
+    PMTiles name the last one): its zooms, its center's, its vector layer's."""
+    held: ArchiveInfo = {**info, "minzoom": first, "maxzoom": last}
+    held["center"] = [*info["center"][:2], first]
+    if "vector_layers" in info:
+        held["vector_layers"] = [
+            {**layer, "minzoom": first, "maxzoom": last} for layer in info["vector_layers"]
+        ]
+    return held
+
+
 @dataclass
 class _Pace:
     """Progress lines at most every :data:`_PROGRESS_S`: done/total, the rate."""
@@ -446,8 +458,7 @@ def _write(
                     f"no tile of layer {job.layer} has data in the coverage and zooms",
                     bounds=list(coverage.bounds),
                 )
-            # the zooms it holds, in the archive's words (MBTiles and PMTiles: the last one)
-            info = {**info, "minzoom": min(held), "maxzoom": max(held)}
+            info = _holding(info, min(held), max(held))
             archive.close(info)
         except BaseException:
             archive.abort()

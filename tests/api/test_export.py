@@ -135,6 +135,8 @@ def test_pmtiles_reader_reads_the_archive_and_identical_tiles_are_stored_once(
         reader = Reader(MmapSource(f))
         header, metadata = reader.header(), reader.metadata()
         assert (header["min_zoom"], header["max_zoom"]) == (8, 9)
+        assert header["center_zoom"] == 8  # a zoom it holds
+        assert (result["minzoom"], result["maxzoom"], result["zooms"]) == (8, 10, [8, 9])
         assert header["tile_type"] == TileType.PNG
         assert header["clustered"]
         w, s, e, n = (

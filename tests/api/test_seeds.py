@@ -254,3 +254,22 @@ def test_the_seed_command_refreshes_paces_resumes_and_cancels(
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resumed job {job_id}: " in resumed.stdout
     assert resumed.stdout.splitlines()[-1] == "Finish:success"
+
+
+def test_a_run_is_not_resumed_once_its_layer_is_no_longer_granted(
+    client: TestClient, rdb: redis.Redis, scene: str
+) -> None:
+    """Its creator still sees the run, but resuming renders the layer again."""
+    body = {"name": "revoked", "role": "operator", "layers": [scene]}
+    created = client.post("/api-user/api-keys", json=body).json()
+    key = {"Authorization": f"Bearer {created['key']}"}
+    run = client.get(f"{PRETILE}/{scene}?minzoom=0&maxzoom=1&async=1", headers=key).json()["id"]
+    client.delete(f"/api-user/seeds/{run}")  # ended: as far as its state goes, resumable
+    r = client.put(f"/api-user/api-keys/{created['id']}", json={"layers": ["public.countries"]})
+    assert r.status_code == 200, r.text
+    assert client.get(f"/api-user/seeds/{run}", headers=key).status_code == 200  # its own
+    jobs = rdb.zcard("mapsvc:jobs")
+    r = client.post(f"/api-user/seeds/{run}/resume", headers=key)
+    assert r.status_code == 404, r.text
+    assert scene not in r.text
+    assert rdb.zcard("mapsvc:jobs") == jobs

@@ -102,6 +102,32 @@ def test_api_key_is_known_everywhere_and_every_unknown_one_is_named(app: TestCli
     error = assert_error(r.json(), "invalid-input")
     assert error["message"].startswith("unknown parameters a, b; this route knows ")
     assert error["detail"]["parameter"] == "a"
+    # a path parameter is the path's: the query does not say it again
+    r = app.get(url, params={"id": "c2luZ2xlL1JHQi5ieXRlLnRpZg"}, headers=AUTH)
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "id"
+
+
+@pytest.mark.usefixtures("no_tasks")
+def test_an_optional_body_is_read_from_what_was_sent_not_from_the_headers(
+    app: TestClient, settings: Settings
+) -> None:
+    url = f"/api-user/gis-layer-truncate/{MOSAIC_ID}"
+    query = {"minzoom": 8, "maxzoom": 9, "dryrun": 1}
+    whole = app.post(url, params=query, headers=AUTH).json()
+    # a JSON content type and nothing sent: no body, the whole layer
+    empty = app.post(url, params=query, headers={**AUTH, "Content-Type": "application/json"})
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == whole
+    # a polygon sent without its content type is refused, never dropped for the whole layer
+    polygon = b'{"type": "Polygon", "coordinates": [[[-78, 24], [-77, 24], [-77, 25], [-78, 24]]]}'
+    r = app.post(url, params=query, headers=AUTH, content=polygon)
+    assert r.status_code == 400, r.text
+    assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "Content-Type"
+    r = app.post(
+        url, params=query, headers={**AUTH, "Content-Type": "application/json"}, content=polygon
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["total"] < whole["total"]
 
 
 @pytest.mark.usefixtures("no_tasks")

@@ -249,8 +249,8 @@ function outcome(job) {
 
 /** An export's file: its figures, and a PMTiles archive drawn on the map from its URL. */
 function exported(result) {
-  const table = fieldTable(result, ["format", "tile_format", "tiles", "bytes", "file"]);
-  if (result.format !== "pmtiles" || !result.url) return table;
+  const table = fieldTable(result, ["archive", "tile_format", "tiles", "bytes", "zooms", "file"]);
+  if (result.archive !== "pmtiles" || !result.url) return table;
   const show = () => {
     for (const listener of archiveListeners) listener(result);
   };

@@ -101,7 +101,7 @@ function actions(row, zoomTo) {
   const params = () => ({
     minzoom: minzoom.value,
     maxzoom: maxzoom.value,
-    format: format.value,
+    tile_format: format.value,
     nocache: nocache.checked ? 1 : null,
   });
   const stale = () => {
