@@ -40,6 +40,7 @@ __all__ = [
     "document",
     "raster_collection",
     "tms_id",
+    "tms_box",
     "tms_link",
     "vector_collection",
 ]
@@ -84,6 +85,14 @@ class OgcQuery(Query):
     f: Literal["json", "html"] | None = Field(
         None, description="`json` or `html` (default: JSON, HTML when `Accept` prefers it)"
     )
+
+
+def tms_box(bounds: list[float]) -> list[float]:
+    """``bounds`` (``[west, south, east, north]``, degrees) in the tile matrix set's CRS."""
+    w, s, e, n = bounds
+    left, bottom = TMS.xy(w, s, truncate=True)
+    right, top = TMS.xy(e, n, truncate=True)
+    return [left, bottom, right, top]
 
 
 def collection_id() -> Any:

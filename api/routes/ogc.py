@@ -36,6 +36,7 @@ from api.ogc_common import (
     collection_of,
     document,
     raster_collection,
+    tms_box,
     tms_id,
     tms_link,
     vector_collection,
@@ -87,7 +88,12 @@ async def _collections(request: Request) -> list[Collection]:
 
 
 def _collection(request: Request, collection: Collection) -> dict[str, Any]:
-    """A collection's description: its extent (in CRS84), its data and tiles links."""
+    """A collection's description: its extent, its data and tiles links.
+
+    A vector collection's extent is in CRS84 (OGC API – Features' clients read it so); a raster
+    collection's, which has tiles only, in the tile matrix set's CRS, named by ``crs`` (OGC API –
+    Common's ``extent.spatial.crs``): GDAL's OGCAPI driver (3.6) reads it as coordinates of the
+    tiles' CRS whatever ``crs`` says, and sizes its raster so."""
     named = {"collectionId": collection.id}
     links = [
         keyed_link(
@@ -114,10 +120,14 @@ def _collection(request: Request, collection: Collection) -> dict[str, Any]:
         # the drafts' member GDAL reads: its OAPIF driver (3.6) lists no collection of
         # ``Raster`` data as a feature layer, whose items would be 404
         described["layerDataType"] = "Raster"
+    if collection.vector:
+        extent = {"bbox": [collection.bounds], "crs": CRS84}
+    else:
+        extent = {"bbox": [tms_box(collection.bounds)], "crs": TMS_CRS}
     return {
         **described,
         "dataType": collection.data_type,
-        "extent": {"spatial": {"bbox": [collection.bounds], "crs": CRS84}},
+        "extent": {"spatial": extent},
         "crs": [CRS84],
         "links": links,
     }

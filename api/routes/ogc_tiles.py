@@ -33,6 +33,7 @@ from api.ogc_common import (
     collection_id,
     collection_of,
     document,
+    tms_box,
     tms_id,
     tms_link,
 )
@@ -200,13 +201,8 @@ async def get_ogc_tileset(request: Request, query: TilesetQuery) -> Response:
 
 def _bounding_box(collection: Collection) -> dict[str, Any]:
     """A tileset's bounding box: the collection's bounds in the tile matrix set's CRS, the CRS
-    of its tiles, named by ``crs`` (OGC 2D TMS's tileset metadata). GDAL 3.6's OGCAPI driver
-    reads neither this nor ``crs``: it takes the collection's ``extent`` (CRS84, as OGC API
-    requires) for coordinates of the tiles' CRS, a window a few metres wide (``-srcwin 128
-    128 0 0``) unless given one (``-oo MINX=…``; docs/api/ogc.md)."""
-    w, s, e, n = collection.bounds
-    left, bottom = TMS.xy(w, s, truncate=True)
-    right, top = TMS.xy(e, n, truncate=True)
+    of its tiles, named by ``crs`` (OGC 2D TMS's tileset metadata)."""
+    left, bottom, right, top = tms_box(collection.bounds)
     return {"lowerLeft": [left, bottom], "upperRight": [right, top], "crs": TMS_CRS}
 
 

@@ -74,22 +74,35 @@ def test_gdalinfo_lists_the_collections_the_key_sees(server: str, key: str) -> N
     }
 
 
-def test_gdal_translate_reads_the_raster_tiles(server: str, key: str, tmp_path: Path) -> None:
-    """A window of two tiles at one tile matrix: the ``rtile`` tiles' own pixels.
+def test_gdalinfo_reads_a_raster_collection_where_its_data_is(server: str, key: str) -> None:
+    """No window given: GDAL sizes the raster from the collection's extent, which a raster
+    collection gives in the tiles' CRS (GDAL 3.6 reads it so, whatever its ``crs``)."""
+    collection = f"OGCAPI:{server}/api-user/ogc/collections/{RGB_ID}?api_key={key}"
+    info = json.loads(run("gdalinfo", "-json", collection))
+    assert info["coordinateSystem"]["wkt"].count("3857") >= 1
+    (x0, y0), (x1, y1) = (
+        info["cornerCoordinates"]["upperLeft"],
+        info["cornerCoordinates"]["lowerRight"],
+    )
+    served = httpx.get(collection.removeprefix("OGCAPI:")).json()["extent"]["spatial"]
+    west, south, east, north = served["bbox"][0]
+    assert served["crs"].endswith("/EPSG/0/3857")
+    pixel = info["geoTransform"][1]  # GDAL rounds the raster's size to its pixels
+    assert (x0, y1, x1, y0) == pytest.approx((west, south, east, north), abs=2 * pixel)
+    assert min(info["size"]) > 256  # not a window a few metres wide
 
-    GDAL 3.6 reads the collection's bounding box as if it were in the tiles' CRS (the window
-    is given in EPSG:3857: ``MINX``…), and sizes a tile matrix whose ``tileMatrixSetLimits``
-    leave out rows wrongly: the world raster spans every row of its last zoom, 1.
-    """
+
+def test_gdal_translate_reads_the_raster_tiles(server: str, key: str, tmp_path: Path) -> None:
+    """A window of two tiles at one tile matrix (``gdal_translate -projwin``, no window of the
+    driver's own): the ``rtile`` tiles' own pixels."""
     collection = f"OGCAPI:{server}/api-user/ogc/collections/{WORLD_ID}?api_key={key}"
     out = tmp_path / "window.tif"
     minx, miny, maxx, maxy = TILE.bounds_3857()
     maxx += maxx - minx  # two tiles wide, one high: tiles (x, y) and (x + 1, y)
-    window = {"MINX": minx, "MINY": miny, "MAXX": maxx, "MAXY": maxy}
     run(
         "gdal_translate",
         *("-oo", "API=TILES", "-oo", f"TILEMATRIX={TILE.z}", "-oo", "CACHE=NO"),
-        *[arg for name, value in window.items() for arg in ("-oo", f"{name}={value!r}")],
+        *("-projwin", *(repr(v) for v in (minx, maxy, maxx, miny))),
         collection,
         str(out),
     )
