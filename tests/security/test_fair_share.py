@@ -3,6 +3,7 @@ the event loop, and a budget on every route, anonymous callers' counted per addr
 
 from __future__ import annotations
 
+import gc
 import secrets
 import statistics
 import subprocess
@@ -45,8 +46,8 @@ def test_the_openapi_document_is_built_once_and_sent_with_an_etag(settings: Sett
 def test_a_flood_of_documents_does_not_stall_other_callers(settings: Settings) -> None:
     """12 connections asking for the OpenAPI document as fast as they can (``wrk``): another
     caller's requests keep answering in milliseconds (each document was ~70 ms of the event
-    loop's CPU: they waited seconds)."""
-    with served(settings) as base:
+    loop's CPU: they waited seconds). The server runs as in production (no answer checks)."""
+    with served(settings.model_copy(update={"check_answers": False})) as base:
         with httpx.Client(base_url=base, timeout=30) as victim:
             idle = [_timed(victim, "/api-user/health") for _ in range(20)]
             flood = subprocess.Popen(
@@ -54,10 +55,15 @@ def test_a_flood_of_documents_does_not_stall_other_callers(settings: Settings) -
                 stdout=subprocess.PIPE,
                 text=True,
             )
+            # the server's pauses are measured, not this process's: no collection of the suite's
+            # heap in the middle of a timed request
+            gc.collect()
+            gc.disable()
             try:
                 time.sleep(1.0)  # the flood is on
                 busy = [_timed(victim, "/api-user/health") for _ in range(40)]
             finally:
+                gc.enable()
                 out, _ = flood.communicate(timeout=30)
     assert max(busy) < 0.5, (statistics.median(idle), sorted(busy)[-5:])
     assert statistics.median(busy) < 0.1, (statistics.median(idle), statistics.median(busy))
