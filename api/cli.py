@@ -127,10 +127,10 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     import uuid
 
     from shared.errors import MapsvcError
+    from shared.job_messages import Export
     from shared.params import parse_lang
     from shared.seeding.coverage_ask import AskedCoverage, coverage_in_process
     from shared.seeding.export import (
-        ExportJob,
         export_folder,
         export_layer,
         export_name,
@@ -156,7 +156,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     )
     try:
         coverage = coverage_in_process(asked, settings)
-        job = ExportJob(
+        job = Export(
             args.layer,
             not raster,
             args.archive,

@@ -108,7 +108,7 @@ class Endpoint:
     answer: type[BaseModel] | Mapping[str, Schema] | None = None
     errors: tuple[int, ...] = ()
     error_media: str = "application/json"
-    job: JobKind | None = None
+    job: JobKind[Any] | None = None
     tag: str = ""
     name: str = ""
     summary: str = ""

@@ -23,6 +23,7 @@ from api.links import job_links
 from api.scope import layer_of, principal_of
 from api.services import services
 from shared.errors import ConflictError, JobCancelledError, error_from_code
+from shared.job_messages import JobMessage
 from shared.queues import JobKind
 from shared.redis_clients import held_client
 from shared.seeding.pretile import LayerLock
@@ -32,10 +33,10 @@ __all__ = ["JobStart", "reply", "view_of"]
 
 @dataclass(frozen=True)
 class JobStart:
-    """The job a handler asks for: its parameters, and how it starts.
+    """The job a handler asks for: its message, and how it starts.
 
     Attributes:
-        params: the task's keyword arguments (JSON).
+        message: the job's message, of the kind its endpoint declares.
         layer: the layer it is about (default: the one the route's rule read).
         job_id: its id, when the handler chose it (a file named by it, a lock taken on it).
         dedup: join an unfinished job of the same kind and parameters instead.
@@ -44,7 +45,7 @@ class JobStart:
         locked: the lock is taken already (a resume took it over from the run it continues).
     """
 
-    params: dict[str, Any]
+    message: JobMessage
     layer: str | None = None
     job_id: str | None = None
     dedup: bool = False
@@ -60,7 +61,9 @@ def view_of(request: Request) -> JobView:
     return JobView(principal_of(request), sight.sees, lambda job_id: job_links(request, job_id))
 
 
-async def reply(request: Request, kind: JobKind, start: JobStart, *, run_async: bool) -> Response:
+async def reply(
+    request: Request, kind: JobKind[Any], start: JobStart, *, run_async: bool
+) -> Response:
     """Start ``start`` as a job of ``kind`` and answer: its result when it ends in time, else
     ``202`` with its descriptor (at once with ``run_async``).
 
@@ -92,7 +95,7 @@ async def reply(request: Request, kind: JobKind, start: JobStart, *, run_async: 
 async def _started(
     request: Request,
     jobs: JobService,
-    kind: JobKind,
+    kind: JobKind[Any],
     start: JobStart,
     job_id: str,
     run_async: bool,
@@ -104,7 +107,7 @@ async def _started(
         return await jobs.enqueue(
             kind.kind,
             kind.task,
-            start.params,
+            start.message.params(),
             dedup=start.dedup,
             job_id=job_id,
             owner=owner,

@@ -1,5 +1,6 @@
 """Celery configuration as plain data, shared by the workers and the API's client, and the
-jobs' kinds and task names, read by the API (which sends them) and the workers (which run them).
+jobs' kinds: each one's name, task and message (:mod:`shared.job_messages`), read by the API
+(which sends them) and the workers (which run them).
 
 Kept free of Celery imports so that the domain stays importable without it. Queues are by kind of
 work, so a host can run workers for one kind only (``mapsvc worker -Q tiles``).
@@ -7,9 +8,12 @@ work, so a host can run workers for one kind only (``mapsvc worker -Q tiles``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from shared import job_messages as messages
+from shared.job_messages import JobMessage
 from shared.settings import Settings
 
 __all__ = [
@@ -33,23 +37,35 @@ __all__ = [
 QUEUES = {"diag": "default", "jobs": "default", "raster": "raster", "tiles": "tiles"}
 
 
+M = TypeVar("M", bound=JobMessage)
+
+
 @dataclass(frozen=True)
-class JobKind:
-    """A kind of job: the name its records carry (``/jobs?kind=``) and the Celery task that
-    runs it (the task name's prefix picks its queue, :data:`QUEUES`)."""
+class JobKind(Generic[M]):
+    """A kind of job: the name its records carry (``/jobs?kind=``), the Celery task that runs
+    it (the task name's prefix picks its queue, :data:`QUEUES`), and its message."""
 
     kind: str
     task: str
+    message: type[M]
+
+    def read(self, params: Mapping[str, Any]) -> M:
+        """The message of a job of this kind sent as ``params``.
+
+        Raises:
+            TypeError: ``params`` are not such a message.
+        """
+        return self.message.of(params)
 
 
-PROBE = JobKind("probe", "diag.probe")
-RASTER_CONFIG = JobKind("raster-config", "raster.configure")
-RASTER_COMPRESS = JobKind("raster-compress", "raster.compress")
-PRETILE = JobKind("pretile", "tiles.pretile")
-SPEED_TEST = JobKind("speed-test", "tiles.speed_test")
-EXPORT = JobKind("export", "tiles.export")
-TRUNCATE = JobKind("truncate", "tiles.truncate")
-EXPIRE = JobKind("expire", "tiles.expire")
+PROBE = JobKind("probe", "diag.probe", messages.Probe)
+RASTER_CONFIG = JobKind("raster-config", "raster.configure", messages.RasterConfig)
+RASTER_COMPRESS = JobKind("raster-compress", "raster.compress", messages.RasterCompress)
+PRETILE = JobKind("pretile", "tiles.pretile", messages.Pretile)
+SPEED_TEST = JobKind("speed-test", "tiles.speed_test", messages.SpeedTest)
+EXPORT = JobKind("export", "tiles.export", messages.Export)
+TRUNCATE = JobKind("truncate", "tiles.truncate", messages.Sweep)
+EXPIRE = JobKind("expire", "tiles.expire", messages.Sweep)
 #: the tasks that are steps of a pre-tiling job: sending its chunks, rendering one
 SEND_CHUNKS_TASK = "tiles.send_chunks"
 CHUNK_TASK = "tiles.chunk"

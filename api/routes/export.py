@@ -6,7 +6,6 @@ disk or (``isS3=1``) to the bucket; the download route serves either, a part at 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import uuid
 from typing import Literal
@@ -29,16 +28,18 @@ from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
 from api.services import services
+from shared import job_messages as messages
 from shared.base.grid import MAX_ZOOM
 from shared.errors import NotFoundError
 from shared.queues import EXPORT
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.seeding.coverage import Coverage
 from shared.seeding.export import (
-    ExportJob,
     check_export_name,
+    export_area,
     export_file,
     export_name,
+    export_within,
     no_export,
     plan_export,
     tile_format_of,
@@ -113,7 +114,7 @@ async def post_layer_export(
     # the download route's path is this route's and the file's (its parameter ``name`` is
     # route_path's own)
     path = f"{route_path(request, 'post_layer_export', id=query.id)}/files/{name}"
-    job = ExportJob(
+    job = messages.Export(
         query.id,
         vector,
         query.archive,
@@ -125,12 +126,13 @@ async def post_layer_export(
         url=link(request, path),
         buffer=query.buffer,
         s3=query.is_s3,
-    ).within(bounds, own_maxzoom)
-    _, maxzoom = job.area
+    )
+    job = export_within(job, bounds, own_maxzoom)
+    _, maxzoom = export_area(job)
     cap = svc.settings.tiles.pretile_max_tiles
     await run_in_threadpool(plan_export, coverage, job.minzoom, maxzoom, cap)  # 422 now
     lock = LayerLock(svc.jobs.store, query.id, svc.settings.jobs.time_limit_s, kind="export")
-    return JobStart(dataclasses.asdict(job), job_id=job_id, lock=lock, doing="exported")
+    return JobStart(job, job_id=job_id, lock=lock, doing="exported")
 
 
 async def get_layer_export_file(request: Request, query: ExportFileQuery) -> Response:

@@ -23,6 +23,7 @@ from api.scope import principal_of
 from api.services import services
 from api.sse import job_resume_point, resume_point, sse_response
 from shared import events
+from shared import job_messages as messages
 from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS, check_probe_params
 from shared.errors import NotFoundError
 from shared.queues import PROBE
@@ -186,7 +187,7 @@ async def post_probe(request: Request, query: ProbeQuery) -> JobStart:
     if not svc.jobs.settings.diag_probe:
         raise NotFoundError(f"no route {request.method} {request.url.path}")
     check_probe_params(query.steps, query.delay_ms, query.fail_at)  # fail_at <= steps
-    return JobStart({"steps": query.steps, "delay_ms": query.delay_ms, "fail_at": query.fail_at})
+    return JobStart(messages.Probe(query.steps, query.delay_ms, query.fail_at))
 
 
 def _last_event_id() -> Schema:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -18,6 +19,7 @@ from api.openapi.answers import json_body
 from api.openapi.models import CompressResult, RasterConfig, RasterInfo, RasterListing, RasterStat
 from api.rendering import RenderQuery, Resampling
 from api.services import services
+from shared import job_messages as messages
 from shared.queues import RASTER_COMPRESS, RASTER_CONFIG, JobKind
 from shared.raster.layer import locate_layer
 from shared.raster.paths import MAX_PATH_BYTES, decode_id
@@ -133,15 +135,15 @@ async def get_raster_config(request: Request, query: ConfigQuery) -> JobStart:
     where = await run_in_threadpool(
         locate_layer, settings.work_dir, query.path, rasters=svc.rasters
     )
-    params = {
-        "path": where.rel_path,
-        "lang": settings.default_lang,
-        "url_prefix": api_prefix(request),
-        "refresh": query.nocache,
-        "resampling": query.resampling,
-        "rendering": None if rendering.empty else rendering.to_json(),
-    }
-    return JobStart(params, dedup=True)
+    message = messages.RasterConfig(
+        where.rel_path,
+        settings.default_lang,
+        api_prefix(request),
+        query.nocache,
+        query.resampling,
+        None if rendering.empty else rendering.to_json(),
+    )
+    return JobStart(message, dedup=True)
 
 
 async def get_raster_stat(request: Request, query: RasterQuery) -> JSONResponse:
@@ -176,7 +178,7 @@ async def get_layer_compress(request: Request, query: CompressQuery) -> JobStart
     svc = services(request)
     rel = decode_id(query.id)
     where = await run_in_threadpool(locate_layer, svc.settings.work_dir, rel, rasters=svc.rasters)
-    return JobStart({"path": where.rel_path}, dedup=True)
+    return JobStart(messages.RasterCompress(where.rel_path), dedup=True)
 
 
 #: an endpoint of the rasters: a GET of their group
@@ -209,7 +211,7 @@ def _job(
     query: type[Query],
     model: type[BaseModel],
     said: str,
-    job: JobKind,
+    job: JobKind[Any],
 ) -> Endpoint:
     """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from pydantic import Field
@@ -191,7 +192,8 @@ async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
     svc.tiles.style(Sight.of(request).check(str(job["params"].get("style", ""))))
     store, ttl = svc.jobs.store, svc.settings.jobs.time_limit_s
     old = await run_in_threadpool(resumable, store, query.run, ttl, time.time())
-    style = old.params["style"]
+    message = replace(PRETILE.read(old.params), resume_of=old.id)
+    style = message.style
     job_id = str(uuid.uuid4())
     lock = LayerLock(store, style, ttl)
     # the old run's lock first, in one step: a resume that loses a race ends nothing
@@ -199,8 +201,7 @@ async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
     if running is not None:
         raise ConflictError(f"layer {style} is being pre-tiled by job {running}", job_id=running)
     await run_in_threadpool(supersede, store, old, job_id)
-    params = {**old.params, "resume_of": old.id}
-    return JobStart(params, layer=style, job_id=job_id, lock=lock, locked=True)
+    return JobStart(message, layer=style, job_id=job_id, lock=lock, locked=True)
 
 
 #: the layer's runs (the rule judges the layer named), or one run (the job store judges who may

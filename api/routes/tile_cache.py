@@ -10,7 +10,6 @@ of the layer. ``dryrun=1`` answers the tiles per zoom. The work is the job's
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
@@ -28,6 +27,7 @@ from api.layers import any_layer
 from api.openapi.answers import any_of
 from api.openapi.models import SweepPlan, SweepResult, ref
 from api.services import services
+from shared import job_messages as messages
 from shared.base.formats import VARIANTS, TileVariant
 from shared.base.grid import MAX_ZOOM
 from shared.errors import InvalidInputError
@@ -36,7 +36,7 @@ from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.seeding.expiry import MAX_BYTES, MAX_LINES, expiry_tiles
 from shared.seeding.plan import check_zooms
 from shared.seeding.tile_sets import CoverageTiles, TileSet
-from shared.seeding.truncate import Sweep, plan_sweep
+from shared.seeding.truncate import plan_sweep
 from shared.settings import LANG_PATTERN
 
 __all__ = ["ENDPOINTS"]
@@ -113,7 +113,7 @@ async def _sweep(
         layer = (await svc.vector.layer(svc.db, query.id)).id
         layers = await svc.vector.layers(svc.db)
         names = sorted({query.id, *(name for name, found in layers.items() if found.id == layer)})
-    sweep = Sweep(
+    sweep = messages.Sweep(
         layer,
         vector,
         tiles.to_json(),
@@ -128,7 +128,7 @@ async def _sweep(
     if not vector:
         for name in sweep.stores:
             svc.tile_stores.pick(name == "s3")  # 503 now: object storage is not configured
-    return JobStart(dataclasses.asdict(sweep))
+    return JobStart(sweep)
 
 
 def _names(text: str | None) -> list[str] | None:

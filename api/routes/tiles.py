@@ -42,6 +42,7 @@ from api.openapi.models import (
 from api.rendering import RenderQuery, rendering_pairs
 from api.scope import principal_of
 from api.services import services
+from shared import job_messages as messages
 from shared.base.formats import (
     RETINA,
     VARIANTS,
@@ -354,23 +355,20 @@ async def get_layer_pretile(
     if query.dryrun:
         return JSONResponse(plan)
     check_ceiling(plan)
-    params: dict[str, Any] = {
-        "style": style,
-        "lang": query.lang,
-        "minzoom": query.minzoom,
-        "maxzoom": query.maxzoom,
-        "refresh": query.nocache,
-        "s3": query.is_s3,
-        "variant": TileVariant.from_name(query.tile_format).name,
-    }
-    if coverage is not None:
-        params["coverage"] = coverage.to_json()
-    if refresh_before is not None:
-        params["refresh_before"] = refresh_before
-    if query.max_tiles_per_s is not None:
-        params["max_tiles_per_s"] = query.max_tiles_per_s
+    message = messages.Pretile(
+        style,
+        query.lang,
+        query.minzoom,
+        query.maxzoom,
+        refresh=query.nocache,
+        s3=query.is_s3,
+        variant=TileVariant.from_name(query.tile_format).name,
+        coverage=None if coverage is None else coverage.to_json(),
+        refresh_before=refresh_before,
+        max_tiles_per_s=query.max_tiles_per_s,
+    )
     lock = LayerLock(svc.jobs.store, style, settings.jobs.time_limit_s)
-    return JobStart(params, lock=lock, doing="pre-tiled")
+    return JobStart(message, lock=lock, doing="pre-tiled")
 
 
 async def post_layer_pretile(
@@ -384,7 +382,7 @@ async def get_speed_test(request: Request, query: SpeedTestQuery) -> JobStart:
     """The tiling speed test of a layer (spec 4.7)."""
     svc = services(request)
     svc.tiles.style(query.layer)  # 404 for an unknown layer
-    return JobStart({"style": query.layer, "lang": query.lang})
+    return JobStart(messages.SpeedTest(query.layer, query.lang))
 
 
 def _tile_ok(formats: list[TileFormat]) -> dict[str, Schema]:
@@ -429,7 +427,7 @@ def _job(
     layer: str,
     query: type[Query],
     answer: dict[str, Schema],
-    job: JobKind,
+    job: JobKind[Any],
 ) -> Endpoint:
     """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget."""
     rule = Rule("operator", layers=(layer,))

@@ -42,6 +42,7 @@ from shared.base.formats import TileFormat, TileVariant
 from shared.base.grid import MAX_ZOOM, TileAddress
 from shared.disk import short_of_space
 from shared.errors import InvalidInputError, NotFoundError, UnavailableError, UnprocessableError
+from shared.job_messages import Export
 from shared.seeding.archives import ARCHIVES, ArchiveInfo, open_archive
 from shared.seeding.coverage import Block, Coverage
 from shared.seeding.export_s3 import ExportBucket
@@ -58,14 +59,15 @@ from shared.vector.tiles import vector_tile
 __all__ = [
     "ARCHIVES",
     "RASTER_FORMATS",
-    "ExportJob",
     "Progress",
     "check_export_name",
     "no_export",
+    "export_area",
     "export_file",
     "export_folder",
     "export_layer",
     "export_name",
+    "export_within",
     "is_raster_layer",
     "plan_export",
     "tile_format_of",
@@ -96,40 +98,19 @@ class Progress(Protocol):
         """Report a line; raises :class:`~shared.errors.JobCancelledError` when cancelled."""
 
 
-@dataclass(frozen=True)
-class ExportJob:
-    """What to export: a layer, its tiles' format, a coverage and zooms (end excluded); without
-    a coverage or an end zoom, the layer's bounds (grown by ``buffer``) and one past its own
-    maxzoom. These are the export job's parameters."""
+def export_within(job: Export, bounds: list[float], own_maxzoom: int) -> Export:
+    """``job`` with the layer's ``bounds`` and ``own_maxzoom`` where it names none."""
+    maxzoom = job.maxzoom or min(own_maxzoom, MAX_ZOOM) + 1
+    coverage = job.coverage or Coverage.box(bounds, job.buffer).to_json()
+    return replace(job, coverage=coverage, maxzoom=maxzoom)
 
-    layer: str
-    vector: bool
-    archive: str
-    tile_format: str
-    #: the coverage, :meth:`Coverage.to_json` (None: the layer's bounds)
-    coverage: dict[str, Any] | None
-    minzoom: int
-    maxzoom: int | None
-    lang: str = ""
-    #: where the file is downloaded from, for the result (the API's URL; none from the CLI)
-    url: str = ""
-    #: pixels around each tile when the coverage is the layer's bounds (a coverage has its own)
-    buffer: int = 0
-    #: write the archive to the bucket (and not keep it on the disk)
-    s3: bool = False
 
-    def within(self, bounds: list[float], own_maxzoom: int) -> ExportJob:
-        """The job with the layer's ``bounds`` and ``own_maxzoom`` where it names none."""
-        maxzoom = self.maxzoom or min(own_maxzoom, MAX_ZOOM) + 1
-        coverage = self.coverage or Coverage.box(bounds, self.buffer).to_json()
-        return replace(self, coverage=coverage, maxzoom=maxzoom)
-
-    @property
-    def area(self) -> tuple[Coverage, int]:
-        """The coverage and the end zoom (once :meth:`within` gave the defaults)."""
-        assert self.coverage is not None
-        assert self.maxzoom is not None
-        return Coverage.from_json(self.coverage), self.maxzoom
+def export_area(job: Export) -> tuple[Coverage, int]:
+    """The coverage and the end zoom of ``job`` (once :func:`export_within` gave the
+    defaults)."""
+    assert job.coverage is not None
+    assert job.maxzoom is not None
+    return Coverage.from_json(job.coverage), job.maxzoom
 
 
 def tile_format_of(asked: str | None, vector: bool) -> str:
@@ -341,10 +322,10 @@ def _field_type(sql_type: str) -> str:
     return "String"
 
 
-def _info(job: ExportJob, name: str, tile_format: str, layer: VectorLayer | None) -> ArchiveInfo:
+def _info(job: Export, name: str, tile_format: str, layer: VectorLayer | None) -> ArchiveInfo:
     """The archive's metadata: name, format, bounds (the coverage's), center, zooms, and its
     vector layer."""
-    coverage, end = job.area
+    coverage, end = export_area(job)
     w, s, e, n = coverage.bounds
     s, n = max(s, -_LAT_LIMIT), min(n, _LAT_LIMIT)
     maxzoom = end - 1
@@ -420,7 +401,7 @@ def _prune(folder: Path) -> None:
 
 
 def _write(
-    job: ExportJob,
+    job: Export,
     source: _Tiles,
     info: ArchiveInfo,
     path: Path,
@@ -429,7 +410,7 @@ def _write(
 ) -> dict[str, Any]:
     """Write the export to ``path`` (renamed there once complete): its summary. It stops
     (nothing left) past ``limits``' tiles, past its bytes, or before the disk fills up."""
-    coverage, maxzoom = job.area
+    coverage, maxzoom = export_area(job)
     plan = plan_export(coverage, job.minzoom, maxzoom, limits.pretile_max_tiles)
     title = f"{job.layer}: zooms {job.minzoom}-{maxzoom - 1}, {plan['total']} tiles"
     progress.line(f"Export {title} as {job.tile_format} into {job.archive}")
@@ -503,7 +484,7 @@ def _check_room(path: Path, limits: TileSettings, size: int) -> None:
 
 def export_layer(
     settings: Settings,
-    job: ExportJob,
+    job: Export,
     path: Path,
     progress: Progress,
     *,
@@ -545,7 +526,7 @@ def export_layer(
 
 def _export(
     settings: Settings,
-    job: ExportJob,
+    job: Export,
     path: Path,
     progress: Progress,
     renderer: TileRenderer,
@@ -555,7 +536,7 @@ def _export(
     job = replace(job, tile_format=tile_format_of(job.tile_format, job.vector))
     if not job.vector:
         style = read_style(renderer.mapnik_dir, job.layer)
-        job = job.within(style.footprint, style.maxzoom)
+        job = export_within(job, style.footprint, style.maxzoom)
         tile_format = TileFormat.from_extension(job.tile_format)
         raster = _RasterTiles(
             renderer,
@@ -574,7 +555,7 @@ def _export(
             vector = settings.vector
             catalogue = Catalogue(list(vector.schemas), vector.config, vector.catalog_ttl_s)
             layer = runner.run(catalogue.layer(engine, job.layer))
-            job = job.within(layer.bounds, layer.maxzoom)
+            job = export_within(job, layer.bounds, layer.maxzoom)
             tiles = _VectorTiles(runner, engine, layer, vector)
             info = _info(job, layer.id, "pbf", layer)
             return _write(job, tiles, info, path, progress, settings.tiles)

@@ -23,6 +23,7 @@ from shared.errors import (
     UnprocessableError,
 )
 from shared.jobs import COUNT_IF_EXISTS, FINISH_ERROR, JobRecord, JobStore
+from shared.queues import PRETILE
 from shared.seeding.plan import CHUNK, Chunk, tile_name
 
 __all__ = [
@@ -460,15 +461,16 @@ def resumable(store: JobStore, run: str, lock_ttl_s: int, now: float) -> JobReco
         ConflictError: it is not its layer's last run, it succeeded, or it is going.
     """
     record = store.get(run)
-    style = None if record is None else record.params.get("style")
-    if record is None or record.kind != "pretile" or not isinstance(style, str):
+    if record is None or record.kind != PRETILE.kind:
         raise NotFoundError(f"no seeding run {run}")
+    message = PRETILE.read(record.params)
+    style = message.style
     unprocessable = UnprocessableError(
         f"the progress of run {run} expired: start a new run of layer {style}"
     )
     if record.outcome is None:  # going, or its workers gone: before its progress is looked
         # at, which a run that has only just started has not written yet
-        rate = record.params.get("max_tiles_per_s")
+        rate = message.max_tiles_per_s
         quiet = max(RESUME_SILENT_S, 3 * CHUNK * CHUNK / rate) if rate else RESUME_SILENT_S
         silent = now - (record.heartbeat or record.created)
         if silent < quiet:
@@ -510,7 +512,7 @@ def free_run(store: JobStore, record: JobRecord) -> None:
     the layer meanwhile keeps it. A start of the job that takes the lock after this sees the
     cancel and gives it back (``PretileRunner.start``).
     """
-    if record.kind != "pretile" or not isinstance(record.params.get("style"), str):
+    if record.kind != PRETILE.kind:
         return
-    LayerLock(store, record.params["style"], 0).release(record.id)
+    LayerLock(store, PRETILE.read(record.params).style, 0).release(record.id)
     RunSlots(store, 0, 0).free(record.id)

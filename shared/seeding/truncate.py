@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import redis
 from shared.base.formats import VARIANTS, TileVariant
 from shared.base.grid import TileAddress
 from shared.errors import JobCancelledError, MapsvcError
+from shared.job_messages import Sweep
 from shared.jobs import JobReporter
 from shared.seeding.cache_walk import CachedTile, cached_langs, cached_tiles
 from shared.seeding.plan import PLAN_MAX_S, check_zooms
@@ -38,44 +38,12 @@ from shared.tiles.stores import TileStores
 from shared.vector.cache import drop_cached_tiles
 from shared.vector.front_cache import drop_front_tiles
 
-__all__ = ["Render", "Sweep", "plan_sweep", "run_sweep"]
+__all__ = ["Render", "plan_sweep", "run_sweep"]
 
 #: draws a tile of a style in a language and variant: its encoded bytes
 Render = Callable[[str, str, TileAddress, TileVariant], bytes]
 #: seconds between two looks at the cancel flag within a zoom
 _CANCEL_EVERY_S = 0.2
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """What a truncation or expiry job does (its parameters).
-
-    Attributes:
-        layer: the raster layer (style) or vector layer (its table's id, not an alias).
-        vector: whether it is a vector layer.
-        tiles: the set of tiles (:meth:`TileSet.to_json`).
-        minzoom: the first zoom.
-        maxzoom: the end zoom (excluded).
-        variants: the variants' names (``png``, ``webp@2x``, …); None: every one.
-        langs: the languages; None: every one the cache holds.
-        stores: ``file`` (the disk), ``s3`` (the bucket), or both.
-        rerender: draw the tiles found again (raster layers; the rest removed) instead of
-            removing them.
-        front: the nginx front's vector tiles: ``folder``, ``patterns`` and the layer's
-            ``names`` (its id and aliases: see
-            :func:`~shared.vector.front_cache.drop_front_tiles`); None: not looked at.
-    """
-
-    layer: str
-    vector: bool
-    tiles: dict[str, Any]
-    minzoom: int
-    maxzoom: int
-    variants: list[str] | None = None
-    langs: list[str] | None = None
-    stores: list[str] = field(default_factory=lambda: ["file"])
-    rerender: bool = False
-    front: dict[str, Any] | None = None
 
 
 def plan_sweep(tiles: TileSet, minzoom: int, maxzoom: int) -> dict[str, Any]:

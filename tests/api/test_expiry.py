@@ -18,10 +18,11 @@ from starlette.testclient import TestClient
 
 from shared.base.formats import TileVariant
 from shared.base.grid import TileAddress
+from shared.job_messages import Sweep
 from shared.jobs import JobReporter, JobStore
 from shared.seeding.coverage import Coverage
 from shared.seeding.expiry import MAX_BYTES, MAX_LINES
-from shared.seeding.truncate import Sweep, run_sweep
+from shared.seeding.truncate import run_sweep
 from shared.settings import Settings
 from shared.tiles.store import tile_key
 from shared.tiles.stores import tile_stores

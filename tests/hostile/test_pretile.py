@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.jobs import JobService
+from shared.job_messages import Pretile
 from shared.jobs import JobStore
 from shared.seeding.plan import CHUNK, Chunk, chunks, count_chunks, plan_pretile
 from shared.seeding.pretile import LayerLock, PretileCounters
@@ -257,7 +258,7 @@ def test_a_lock_of_an_ended_or_vanished_job_does_not_block(
     store = JobStore(rdb, settings)
     lock = LayerLock(store, scene, settings.jobs.time_limit_s)
     stalled = str(uuid.uuid4())
-    store.create(stalled, "pretile", {"style": scene})
+    store.create(stalled, "pretile", Pretile(scene, "en", 0, 1, False, False).params())
     assert lock.acquire(stalled) is None
     r = client.get(f"/api-user/gis-layer-pretile/{scene}?minzoom=8&maxzoom=9")
     assert r.status_code == 409

@@ -29,6 +29,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.front import front_vector_cache
 from api.routes.web import DIST
+from shared.job_messages import Pretile
 from shared.jobs import FINISH_CANCELLED, JobStore
 from shared.seeding.coverage import Coverage
 from shared.seeding.plan import plan_pretile
@@ -75,7 +76,7 @@ def record_run(rdb: redis.Redis, settings: Settings, layer: str, *, running: boo
     """A pre-tiling job recorded as the API records one, never sent to a worker: ``queued``
     (Celery knows nothing of it), or ``running`` (Celery's record of it says it started)."""
     job_id = str(uuid.uuid4())
-    params = {"style": layer, "minzoom": 8, "maxzoom": 9}
+    params = Pretile(layer, "en", 8, 9, False, False).params()
     JobStore(rdb, settings).create(job_id, "pretile", params, "someone-else", layer)
     if running:
         meta: dict[str, Any] = {"status": "STARTED", "result": None, "traceback": None}

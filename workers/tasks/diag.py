@@ -12,6 +12,7 @@ from workers.celery_app import app
 
 
 @app.task(base=JobTask, name=PROBE.task, soft_time_limit=600, time_limit=660)
-def probe(report: JobReporter, steps: int, delay_ms: int, fail_at: int) -> dict[str, Any]:
+def probe(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Run the pipeline probe (see :func:`shared.diag.run_probe`)."""
-    return run_probe(report, steps=steps, delay_ms=delay_ms, fail_at=fail_at)
+    job = PROBE.read(params)
+    return run_probe(report, steps=job.steps, delay_ms=job.delay_ms, fail_at=job.fail_at)

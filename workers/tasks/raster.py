@@ -29,34 +29,27 @@ def _rasters() -> RasterStore:
 
 
 @app.task(base=JobTask, name=RASTER_CONFIG.task)
-def configure(
-    report: JobReporter,
-    path: str,
-    lang: str,
-    url_prefix: str,
-    refresh: bool,
-    resampling: str | None = None,
-    rendering: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Build the map configuration of a raster layer (spec 4.4), drawn with ``resampling`` and
-    ``rendering`` (TiTiler's parameters as JSON; None: as it was configured last); its tiles
-    under ``url_prefix``."""
+def configure(report: JobReporter, **params: Any) -> dict[str, Any]:
+    """Build the map configuration of a raster layer (spec 4.4): a
+    :class:`~shared.job_messages.RasterConfig`."""
+    job = RASTER_CONFIG.read(params)
     with tile_stores(settings) as stores:  # a rebuilt layer's tiles are dropped from each
         return configure_layer(
             settings.work_dir,
-            path,
+            job.path,
             report,
-            lang=lang,
-            url_prefix=url_prefix,
-            refresh=refresh,
+            lang=job.lang,
+            url_prefix=job.url_prefix,
+            refresh=job.refresh,
             stores=stores.all(),
-            resampling=LayerResampling(resampling) if resampling else None,
-            rendering=rendering_from_json(rendering) if rendering is not None else None,
+            resampling=LayerResampling(job.resampling) if job.resampling else None,
+            rendering=None if job.rendering is None else rendering_from_json(job.rendering),
             rasters=_rasters(),
         )
 
 
 @app.task(base=JobTask, name=RASTER_COMPRESS.task)
-def compress(report: JobReporter, path: str) -> dict[str, Any]:
+def compress(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Compress the rasters of a layer into ``commpress`` (spec 4.3), in the layer's store."""
-    return compress_layer(settings.work_dir, path, report, rasters=_rasters())
+    job = RASTER_COMPRESS.read(params)
+    return compress_layer(settings.work_dir, job.path, report, rasters=_rasters())

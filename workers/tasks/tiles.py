@@ -10,6 +10,7 @@ from celery import Task
 from shared.base.encoding import Encoding
 from shared.base.formats import TileVariant
 from shared.base.grid import TileAddress
+from shared.job_messages import Sweep
 from shared.jobs import Continued, JobReporter
 from shared.queues import (
     CHUNK_TASK,
@@ -20,14 +21,13 @@ from shared.queues import (
     SPEED_TEST,
     TRUNCATE,
 )
-from shared.seeding.coverage import Coverage
-from shared.seeding.export import ExportJob, export_folder, export_layer, export_name
+from shared.seeding.export import export_folder, export_layer, export_name
 from shared.seeding.export_s3 import ExportBucket
 from shared.seeding.plan import Chunk
 from shared.seeding.pretile import LayerLock
 from shared.seeding.pretile_run import PretileJob, PretileRunner, SendChunk, SendStep
 from shared.seeding.speed import speed_test as run_speed_test
-from shared.seeding.truncate import Sweep, run_sweep
+from shared.seeding.truncate import run_sweep
 from shared.tiles.metatile import Metatiling
 from shared.tiles.render import TileRenderer
 from shared.tiles.stores import TileStores, tile_stores
@@ -78,31 +78,29 @@ def _job(
 
 
 @app.task(base=JobTask, name=PRETILE.task)
-def pretile(
-    report: JobReporter,
-    style: str,
-    lang: str,
-    minzoom: int,
-    maxzoom: int,
-    refresh: bool,
-    s3: bool,
-    variant: str = "png",
-    coverage: dict[str, Any] | None = None,
-    refresh_before: float | None = None,
-    max_tiles_per_s: float | None = None,
-    resume_of: str | None = None,
-) -> Continued | dict[str, Any]:
-    """Plan the run and start sending its chunks; the last of them ends the job (spec 4.2).
-
-    ``variant`` names the tiles' format and scale (``png``, ``webp@2x``, …); every step of the
-    run is sent it (a step sent before it existed makes PNG tiles). ``coverage`` is the area
-    tiled (``Coverage.to_json``; None: the layer's footprint); ``refresh_before`` (POSIX
-    seconds) makes the tiles cached before it again; ``max_tiles_per_s`` paces the run;
-    ``resume_of`` names the interrupted job this one continues.
-    """
-    job = _job(report.job_id, style, lang, refresh, s3, variant, refresh_before, max_tiles_per_s)
+def pretile(report: JobReporter, **params: Any) -> Continued | dict[str, Any]:
+    """Plan the run (:class:`~shared.job_messages.Pretile`) and start sending its chunks; the
+    last of them ends the job (spec 4.2). Every step of the run is sent its variant (a step
+    sent before variants existed makes PNG tiles)."""
+    run = PRETILE.read(params)
+    job = _job(
+        report.job_id,
+        run.style,
+        run.lang,
+        run.refresh,
+        run.s3,
+        run.variant,
+        run.refresh_before,
+        run.max_tiles_per_s,
+    )
     return _runner().start(
-        report, job, minzoom, maxzoom, _send_step(job), coverage, resume_of=resume_of
+        report,
+        job,
+        run.minzoom,
+        run.maxzoom,
+        _send_step(job),
+        run.coverage,
+        resume_of=run.resume_of,
     )
 
 
@@ -203,36 +201,19 @@ def render_chunk(
 
 
 @app.task(base=JobTask, name=SPEED_TEST.task)
-def speed_test(report: JobReporter, style: str, lang: str) -> dict[str, Any]:
+def speed_test(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Render a fixed sample of tiles, cold and cached, and report the speeds (spec 4.7)."""
-    return run_speed_test(_renderer(), _stores().pick(False), style, lang, report)
+    job = SPEED_TEST.read(params)
+    return run_speed_test(_renderer(), _stores().pick(False), job.style, job.lang, report)
 
 
 @app.task(base=JobTask, name=EXPORT.task)
-def export(
-    report: JobReporter,
-    layer: str,
-    vector: bool,
-    archive: str,
-    tile_format: str,
-    minzoom: int,
-    maxzoom: int,
-    lang: str = "",
-    url: str = "",
-    coverage: dict[str, Any] | None = None,
-    buffer: int = 0,
-    s3: bool = False,
-    bbox: list[float] | None = None,
-) -> dict[str, Any]:
+def export(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Write a layer's tiles for a coverage and zooms into an MBTiles or PMTiles file, on the
-    disk or (``s3``) in the bucket (issue 25). ``bbox``: the box of a job sent before
-    coverages (``coverage``, ``Coverage.to_json``) existed."""
-    if coverage is None and bbox is not None:
-        coverage = Coverage.box(bbox).to_json()
-    job = ExportJob(
-        layer, vector, archive, tile_format, coverage, minzoom, maxzoom, lang, url, buffer, s3
-    )
-    path = export_folder(settings.dirs.exports, layer) / export_name(report.job_id, archive)
+    disk or (``s3``) in the bucket (issue 25)."""
+    job = EXPORT.read(params)
+    folder = export_folder(settings.dirs.exports, job.layer)
+    path = folder / export_name(report.job_id, job.archive)
     stores = _stores()
     try:
         return export_layer(
@@ -245,12 +226,12 @@ def export(
             bucket=None if stores.s3 is None else ExportBucket(stores.s3),
         )
     finally:  # the layer's next export may start (the API took the lock for this one)
-        LayerLock(report.store, layer, 0, kind="export").release(report.job_id)
+        LayerLock(report.store, job.layer, 0, kind="export").release(report.job_id)
 
 
-def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:
-    """Run a truncation or expiry (:class:`Sweep`); tiles drawn again tile by tile, as a tile
-    asked for on demand is, at most ``MAPSVC_PRETILE_MAX_TILES`` of them."""
+def _sweep(report: JobReporter, sweep: Sweep) -> dict[str, Any]:
+    """Run a truncation or expiry; tiles drawn again tile by tile, as a tile asked for on
+    demand is, at most ``MAPSVC_PRETILE_MAX_TILES`` of them."""
     encoding = Encoding.from_settings(settings.tiles)
 
     def render(style: str, lang: str, tile: TileAddress, variant: TileVariant) -> bytes:
@@ -258,7 +239,7 @@ def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:
         return _renderer().render_tile(style, lang, tile, codec, variant.scale).data
 
     return run_sweep(
-        Sweep(**params),
+        sweep,
         report,
         stores=_stores(),
         client=job_store().client,
@@ -270,10 +251,10 @@ def _sweep(report: JobReporter, params: dict[str, Any]) -> dict[str, Any]:
 @app.task(base=JobTask, name=TRUNCATE.task)
 def truncate(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Remove a layer's cached tiles for a coverage, zooms, variants and languages (issue 25)."""
-    return _sweep(report, params)
+    return _sweep(report, TRUNCATE.read(params))
 
 
 @app.task(base=JobTask, name=EXPIRE.task)
 def expire(report: JobReporter, **params: Any) -> dict[str, Any]:
     """Remove (or draw again) a layer's cached tiles of an expiry list or polygon (issue 25)."""
-    return _sweep(report, params)
+    return _sweep(report, EXPIRE.read(params))

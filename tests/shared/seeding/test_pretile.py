@@ -16,6 +16,7 @@ import redis
 
 from shared.base.grid import TileAddress
 from shared.errors import InvalidInputError, JobCancelledError, UnprocessableError
+from shared.job_messages import Pretile
 from shared.jobs import JobReporter, JobStore
 from shared.seeding.coverage import Coverage
 from shared.seeding.plan import (
@@ -247,7 +248,7 @@ def test_run_slots_hold_at_most_their_number_of_runs(client: redis.Redis) -> Non
 def test_a_run_ended_before_its_start_frees_its_layer_and_place(client: redis.Redis) -> None:
     store = JobStore(client, Settings())
     job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
-    store.create(job_id, "pretile", {"style": "free-run-style"})
+    store.create(job_id, "pretile", Pretile("free-run-style", "en", 0, 1, False, False).params())
     store.create(other, "export", {"style": "free-run-style"})
     lock = LayerLock(store, "free-run-style", 60)
     slots = RunSlots(store, most=2, ttl_s=60)
@@ -270,7 +271,7 @@ def test_a_run_cancelled_while_it_goes_frees_its_layer_and_place_and_only_its_ow
     store = JobStore(client, Settings())
     old, new = str(uuid.uuid4()), str(uuid.uuid4())
     for job_id in (old, new):
-        store.create(job_id, "pretile", {"style": "cancel-style"})
+        store.create(job_id, "pretile", Pretile("cancel-style", "en", 0, 1, False, False).params())
     lock = LayerLock(store, "cancel-style", 60)
     slots = RunSlots(store, most=2, ttl_s=60)
     try:
@@ -298,7 +299,9 @@ def test_a_start_cancelled_as_it_takes_the_lock_gives_it_back(client: redis.Redi
     store = JobStore(client, Settings())
     job_id, other = str(uuid.uuid4()), str(uuid.uuid4())
     for name in (job_id, other):
-        store.create(name, "pretile", {"style": "start-cancel-style"})
+        store.create(
+            name, "pretile", Pretile("start-cancel-style", "en", 0, 1, False, False).params()
+        )
     lock = LayerLock(store, "start-cancel-style", 60)
     stores = SimpleNamespace(pick=lambda s3: None)
     runner = PretileRunner(store, None, stores, max_tiles=100, lock_ttl_s=60)  # type: ignore[arg-type]
@@ -324,7 +327,9 @@ def test_a_start_cancelled_as_it_takes_the_lock_gives_it_back(client: redis.Redi
 def test_a_resume_takes_the_old_runs_lock_over_in_one_step(client: redis.Redis) -> None:
     store = JobStore(client, Settings())
     old, new, late = (str(uuid.uuid4()) for _ in range(3))
-    store.create(old, "pretile", {"style": "take-over-style"})  # running (no outcome)
+    store.create(
+        old, "pretile", Pretile("take-over-style", "en", 0, 1, False, False).params()
+    )  # running (no outcome)
     lock = LayerLock(store, "take-over-style", 60)
     try:
         assert lock.acquire(old) is None
@@ -345,7 +350,7 @@ def test_a_run_into_a_disk_short_of_space_stops_with_a_clear_error(
     and fails saying why; nothing is written."""
     store = JobStore(client, Settings())
     job_id, style = str(uuid.uuid4()), "disk-short-style"
-    store.create(job_id, "pretile", {"style": style})
+    store.create(job_id, "pretile", Pretile(style, "en", 0, 1, False, False).params())
     cache = FileTileStore(tmp_path / "rtile")
     stores = SimpleNamespace(pick=lambda s3: cache)
     runner = PretileRunner(
