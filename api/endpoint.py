@@ -9,8 +9,10 @@ routes of both mounts and the root (:func:`routes`), the OpenAPI document
 (``api.openapi.document``), and the nginx front's locations (``api.front``).
 
 Each request of an endpoint goes through one wrapper (:meth:`Endpoint.answer`): credentials →
-rule → budget → parameters → ``handler(request[, query][, body])``. A query parameter the
-endpoint does not define is a ``400`` (:func:`api.fields.refuse_unknown`). The handler of an
+rule → budget → parameters → ``handler(request[, query][, body][, layer=])``. A query parameter
+the endpoint does not define is a ``400`` (:func:`api.fields.refuse_unknown`). An endpoint that
+declares what its layer ``resolves`` to gets it read by the wrapper (the layer its rule checked,
+``404`` when there is none), and handed to the handler as ``layer``. The handler of an
 endpoint that declares a ``job`` answers a :class:`~api.job_reply.JobStart`: the wrapper starts
 that job and replies (:func:`api.job_reply.reply`).
 """
@@ -35,12 +37,13 @@ from api.bodies import FORM_MAX_BYTES, capped
 from api.errors import error_for
 from api.fields import JobQuery, Query, parse, refuse_unknown
 from api.job_reply import JobStart, reply
+from api.layers import LayerKind, resolve_layer
 from api.links import KEYED_KEY
 from api.quotas import Budget, caller_of
 from api.scope import LAYER_KEY
 from api.services import services, settings_of
 from api.shares import Held, HeldWhileSent
-from shared.errors import InvalidInputError
+from shared.errors import InvalidInputError, NotFoundError
 from shared.queues import JobKind
 
 __all__ = ["ENDPOINT_KEY", "Endpoint", "endpoint_of", "routes"]
@@ -62,7 +65,8 @@ class Endpoint:
         method: the HTTP method (``GET`` answers ``HEAD`` too).
         path: the path under the mount, Starlette's syntax (``/rtile/{style}/{z}/{x}/{y}.png``).
         handler: ``handler(request)``, with ``query`` ``handler(request, query)``, with a
-            ``body`` model ``handler(request, [query,] body)``.
+            ``body`` model ``handler(request, [query,] body)``; with ``resolves``, the layer
+            too (``handler(…, layer=…)``).
         rule: who may call it, and the parameters that name a layer, file or folder.
         budget: the quota it spends (required: every route has one, anonymous callers' counted
             per address).
@@ -79,6 +83,10 @@ class Endpoint:
             their ``middleware``).
         job: the job it starts: its handler answers a :class:`~api.job_reply.JobStart`, and
             the endpoint the job's result, or ``202`` with the job.
+        resolves: what the layer its rule reads is (``raster``: its
+            :class:`~shared.tiles.styles.StyleInfo`, ``vector``: its
+            :class:`~shared.vector.catalog.VectorLayer`, ``any``: either): the wrapper reads
+            it for the handler (:func:`api.layers.resolve_layer`).
         tag: its group in the document.
         name: its route name (default: the handler's name).
         summary: its summary (default: the first line of the handler's docstring).
@@ -109,6 +117,7 @@ class Endpoint:
     errors: tuple[int, ...] = ()
     error_media: str = "application/json"
     job: JobKind[Any] | None = None
+    resolves: LayerKind | None = None
     tag: str = ""
     name: str = ""
     summary: str = ""
@@ -129,6 +138,8 @@ class Endpoint:
         if not self.summary:
             first = (self.handler.__doc__ or "").strip().splitlines()
             object.__setattr__(self, "summary", first[0] if first else "")
+        if self.resolves is not None and not self.rule.layers:
+            raise ValueError(f"{self.name}: resolves a layer its rule does not read")
         fields = self.query.model_fields if self.query is not None else {}
         missing = names - {field.alias or name for name, field in fields.items()}
         if self.query is not None and missing:  # a path parameter its handler could not read
@@ -173,7 +184,8 @@ class Endpoint:
             if self.database:
                 held = await svc.shares.take(caller_of(scope))
             arguments = await self._arguments(request)
-            answer = await self.handler(request, *arguments)
+            named = await self._resolved(request, layer, arguments)
+            answer = await self.handler(request, *arguments, **named)
             if isinstance(answer, JobStart):
                 assert self.job is not None, f"{self.name} declares no job"
                 asked = arguments[0] if arguments else None
@@ -207,6 +219,22 @@ class Endpoint:
                 await _body(request, self.body, self.body_media, optional=self.body_optional)
             )
         return arguments
+
+    async def _resolved(
+        self, request: Request, layer: str | None, arguments: list[Any]
+    ) -> dict[str, Any]:
+        """The handler's ``layer`` argument, when it ``resolves`` the layer its rule read."""
+        if self.resolves is None:
+            return {}
+        if layer is None:  # (the parameters are parsed: a required one is there)
+            raise NotFoundError("no such layer")
+        asked = arguments[0] if arguments else None
+        again = isinstance(asked, Query) and asked.reads_catalogue_again
+        try:
+            return {"layer": await resolve_layer(request, self.resolves, layer, refresh=again)}
+        except NotFoundError as exc:
+            exc.detail.setdefault("parameter", self.rule.layers[0])
+            raise
 
 
 def _private(cache: str | None) -> str:

@@ -131,6 +131,12 @@ class Query(BaseModel):
         extra="ignore", validate_default=True, frozen=True, allow_inf_nan=False
     )
 
+    @property
+    def reads_catalogue_again(self) -> bool:
+        """Whether the vector layer the request names is looked up in the catalogue read
+        afresh (``nocache``, ``reload``): the endpoint's wrapper asks, as it resolves it."""
+        return False
+
 
 def _flag(value: object) -> bool:
     if isinstance(value, bool):

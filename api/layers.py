@@ -1,8 +1,11 @@
-"""The layers a request may see, of those configured."""
+"""The layers a request names or may see, of those configured: the layer an endpoint's rule read,
+resolved for its handler (:func:`resolve_layer`, ``Endpoint.resolves``), and the raster layers
+a caller may see."""
 
 from __future__ import annotations
 
 import contextlib
+from typing import Literal
 
 from starlette.requests import Request
 
@@ -10,8 +13,12 @@ from api.access import visible_layers
 from api.services import services
 from shared.errors import InvalidInputError, MapsvcError, NotFoundError
 from shared.tiles.styles import StyleInfo, style_ids
+from shared.vector.catalog import VectorLayer
 
-__all__ = ["any_layer", "raster_layers"]
+__all__ = ["LayerKind", "footprint_of", "raster_layers", "resolve_layer"]
+
+#: what a layer id names: a raster layer (its configuration), a vector layer, or either
+LayerKind = Literal["raster", "vector", "any"]
 
 
 def raster_layers(request: Request) -> list[StyleInfo]:
@@ -27,21 +34,35 @@ def raster_layers(request: Request) -> list[StyleInfo]:
     return found
 
 
-async def any_layer(request: Request, layer_id: str) -> tuple[list[float], int, bool]:
-    """A layer's bounds, own maxzoom, and whether it is a vector layer.
+async def resolve_layer(
+    request: Request, kind: LayerKind, layer_id: str, *, refresh: bool = False
+) -> StyleInfo | VectorLayer:
+    """The layer of id ``layer_id`` (a vector layer's may be an alias), of ``kind``;
+    ``refresh``: the vector catalogue read again first.
 
     Raises:
-        NotFoundError: neither a raster layer nor a vector layer has the id.
+        NotFoundError: no such layer of that kind.
+        InvalidInputError: a raster layer's id that is not one (``raster`` only).
     """
     svc = services(request)
-    with contextlib.suppress(InvalidInputError, NotFoundError):  # not a raster layer's id
-        info = svc.tiles.style(layer_id)
-        return info.footprint, info.maxzoom, False
+    if kind == "raster":
+        return svc.tiles.style(layer_id)
+    if kind == "any":
+        with contextlib.suppress(InvalidInputError, NotFoundError):  # not a raster layer's id
+            return svc.tiles.style(layer_id)
     try:
-        layer = await svc.vector.layer(svc.db, layer_id)
+        return await svc.vector.layer(svc.db, layer_id, refresh=refresh)
     except NotFoundError:
+        if kind == "vector":
+            raise
         raise NotFoundError(
-            f"no layer {layer_id[:200]!r}: neither a raster layer nor a vector layer",
-            parameter="id",
+            f"no layer {layer_id[:200]!r}: neither a raster layer nor a vector layer"
         ) from None
+
+
+def footprint_of(layer: StyleInfo | VectorLayer) -> tuple[list[float], int, bool]:
+    """A layer's bounds (a raster's footprint), own maxzoom, and whether it is a vector
+    layer."""
+    if isinstance(layer, StyleInfo):
+        return layer.footprint, layer.maxzoom, False
     return layer.bounds, layer.maxzoom, True

@@ -15,9 +15,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from api.fields import Query, Text
 from api.links import keyed_link, route_path
-from api.services import services
 from shared.base.grid import TMS
-from shared.errors import InvalidInputError, NotFoundError
+from shared.errors import NotFoundError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.tiles.styles import StyleInfo
 from shared.vector.catalog import VectorLayer
@@ -146,20 +145,11 @@ def raster_collection(info: StyleInfo) -> Collection:
     return Collection(info.style, info.title, False, info.footprint, 0, info.maxzoom)
 
 
-async def collection_of(request: Request, collection_id: str) -> Collection:
-    """The collection ``collection_id`` names (the rule checked that the caller sees it).
-
-    Raises:
-        NotFoundError: no vector layer and no raster layer of that id.
-    """
-    svc = services(request)
-    layers = await svc.vector.layers(svc.db)
-    if collection_id in layers:
-        return vector_collection(collection_id, layers[collection_id])
-    try:
-        return raster_collection(services(request).tiles.style(collection_id))
-    except InvalidInputError:  # not even a style id
-        raise NotFoundError("no such collection", collectionId=collection_id[:200]) from None
+def collection_of(collection_id: str, layer: StyleInfo | VectorLayer) -> Collection:
+    """The collection of ``layer``, which ``collection_id`` names (the endpoint resolved it)."""
+    if isinstance(layer, VectorLayer):
+        return vector_collection(collection_id, layer)
+    return raster_collection(layer)
 
 
 def tms_link(request: Request, rel: str = OGC_REL + "tiling-scheme") -> dict[str, Any]:

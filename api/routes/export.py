@@ -23,7 +23,7 @@ from api.endpoint import Endpoint
 from api.errors import error_response
 from api.fields import Flag, Lang, Query, Text
 from api.job_reply import JobStart
-from api.layers import any_layer
+from api.layers import footprint_of
 from api.links import link, route_path
 from api.openapi.answers import json_body
 from api.openapi.models import ExportResult
@@ -53,6 +53,8 @@ from shared.seeding.export_s3 import (
     well_formed,
 )
 from shared.seeding.pretile import LayerLock
+from shared.tiles.styles import StyleInfo
+from shared.vector.catalog import VectorLayer
 
 __all__ = ["ENDPOINTS"]
 
@@ -92,7 +94,10 @@ class ExportFileQuery(Query):
 
 
 async def post_layer_export(
-    request: Request, query: ExportQuery, body: CoverageBody | None
+    request: Request,
+    query: ExportQuery,
+    body: CoverageBody | None,
+    layer: StyleInfo | VectorLayer,
 ) -> JobStart:
     """Export a layer's tiles for a coverage and zooms as an MBTiles or PMTiles file.
 
@@ -104,7 +109,7 @@ async def post_layer_export(
     ``MAPSVC_PRETILE_MAX_TILES`` tiles is ``422`` with the plan.
     """
     svc = services(request)
-    bounds, own_maxzoom, vector = await any_layer(request, query.id)
+    bounds, own_maxzoom, vector = footprint_of(layer)
     tile_format = tile_format_of(query.tile_format, vector)
     coverage = await coverage_of(request, query, body) or Coverage.box(bounds, query.buffer)
     if query.is_s3:
@@ -215,6 +220,7 @@ ENDPOINTS = [
         answer=_EXPORTED,
         errors=(404, 409, 422),
         job=EXPORT,
+        resolves="any",
         tag="tiles",
     ),
     _endpoint(

@@ -43,6 +43,8 @@ from api.ogc_common import (
 )
 from api.services import services
 from shared.base.grid import TMS
+from shared.tiles.styles import StyleInfo
+from shared.vector.catalog import VectorLayer
 
 __all__ = ["CONFORMANCE", "ENDPOINTS"]
 
@@ -195,9 +197,11 @@ async def list_ogc_collections(request: Request, query: OgcQuery) -> Response:
     return document(request, query, "Collections", doc)
 
 
-async def get_ogc_collection(request: Request, query: CollectionQuery) -> Response:
+async def get_ogc_collection(
+    request: Request, query: CollectionQuery, layer: StyleInfo | VectorLayer
+) -> Response:
     """A collection: its extent and the links to its features and tiles."""
-    collection = await collection_of(request, query.collectionId)
+    collection = collection_of(query.collectionId, layer)
     return document(request, query, collection.title, _collection(request, collection))
 
 
@@ -250,6 +254,7 @@ ENDPOINTS = [
         rule=Rule("reader", layers=("collectionId",), public=True),
         query=CollectionQuery,
         errors=(404,),
+        resolves="any",
     ),
     _page("/ogc/tileMatrixSets", list_ogc_tile_matrix_sets),
     _page(

@@ -39,10 +39,11 @@ from api.ogc_common import (
 )
 from api.openapi.models import Schema
 from api.rendering import RenderQuery, rendering_pairs
-from api.services import services
 from shared.base.formats import TileFormat, TileVariant
 from shared.base.grid import MAX_ZOOM, TMS, parse_tile
 from shared.errors import InvalidInputError
+from shared.tiles.styles import StyleInfo
+from shared.vector.catalog import VectorLayer
 from shared.vector.query import LayerQuery
 
 __all__ = ["ENDPOINTS"]
@@ -167,9 +168,11 @@ def _tileset_summary(request: Request, collection: Collection) -> dict[str, Any]
     }
 
 
-async def list_ogc_tilesets(request: Request, query: CollectionQuery) -> Response:
+async def list_ogc_tilesets(
+    request: Request, query: CollectionQuery, layer: StyleInfo | VectorLayer
+) -> Response:
     """A collection's tilesets: one, in WebMercatorQuad."""
-    collection = await collection_of(request, query.collectionId)
+    collection = collection_of(query.collectionId, layer)
     path = route_path(request, "list_ogc_tilesets", collectionId=collection.id)
     doc = {
         "links": [keyed_link(request, "self", path, JSON, "This document")],
@@ -178,11 +181,13 @@ async def list_ogc_tilesets(request: Request, query: CollectionQuery) -> Respons
     return document(request, query, f"Tilesets of {collection.title}", doc)
 
 
-async def get_ogc_tileset(request: Request, query: TilesetQuery) -> Response:
+async def get_ogc_tileset(
+    request: Request, query: TilesetQuery, layer: StyleInfo | VectorLayer
+) -> Response:
     """A collection's tileset in WebMercatorQuad: its zooms, bounds and tile URL templates (a
     raster's carrying the rendering parameters given)."""
     tms_id(query.tileMatrixSetId)
-    collection = await collection_of(request, query.collectionId)
+    collection = collection_of(query.collectionId, layer)
     rendering = query.rendering()
     if collection.vector and not rendering.empty:
         raise InvalidInputError(
@@ -206,7 +211,9 @@ def _bounding_box(collection: Collection) -> dict[str, Any]:
     return {"lowerLeft": [left, bottom], "upperRight": [right, top], "crs": TMS_CRS}
 
 
-async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQuery) -> Response:
+async def get_ogc_tile(
+    request: Request, query: OgcTileFQuery | OgcTileFormatQuery, layer: StyleInfo | VectorLayer
+) -> Response:
     """A tile of a collection: an image of a raster collection, an MVT of a vector one.
 
     Row and column past the zoom's last are ``404`` (no such tile); the tile is the one
@@ -215,27 +222,25 @@ async def get_ogc_tile(request: Request, query: OgcTileFQuery | OgcTileFormatQue
     tms_id(query.tileMatrixSetId)
     given, named = query.asked
     tile = parse_tile(query.tileMatrix, query.tileCol, query.tileRow)
-    collection = await collection_of(request, query.collectionId)
+    collection = collection_of(query.collectionId, layer)
     rendering = query.rendering()
     if collection.vector and not rendering.empty:
         raise InvalidInputError(
             "rendering parameters are for raster collections",
             parameter=next(iter(rendering.params())),
         )
-    if collection.vector:
+    if isinstance(layer, VectorLayer):
         if given not in (None, "mvt"):
             raise InvalidInputError(
                 "a vector collection's tiles are mvt", parameter=named, value=given
             )
-        svc = services(request)
-        layer = await svc.vector.layer(svc.db, collection.id)
         return await vector_tile_answer(request, layer, LayerQuery(), tile, refresh=False)
     if given == "mvt":
         raise InvalidInputError(
             "a raster collection's tiles are png, webp, jpg or jpeg", parameter=named, value=given
         )
     variant = TileVariant(TileFormat.from_extension(given or "png"), 1)
-    band_count = services(request).tiles.style(collection.id).band_count
+    band_count = layer.band_count
     return await tile_image(
         request,
         collection.id,
@@ -259,7 +264,7 @@ _TILE_OK: dict[str, Schema] = {
 }
 #: the rule of a collection's routes: readers of the layer (public ones: anyone)
 _READ = Rule("reader", layers=("collectionId",), public=True)
-_endpoint = functools.partial(Endpoint, "GET", tag="ogc", rule=_READ, errors=(404,))
+_endpoint = functools.partial(Endpoint, "GET", tag="ogc", rule=_READ, errors=(404,), resolves="any")
 _TILE = "/ogc/collections/{collectionId}/tiles/{tileMatrixSetId}/{tileMatrix}/{tileRow}/{tileCol}"
 
 #: the extension form first: the other would take ``72.png`` for a column

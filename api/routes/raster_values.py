@@ -13,9 +13,9 @@ from api.fields import style_id
 from api.openapi.answers import json_body
 from api.openapi.models import Legend, PointValues
 from api.rendering import RenderQuery, drawing_of, raster_source
-from api.services import services
 from shared.raster.legend import legend, legend_png
 from shared.raster.point import point_values
+from shared.tiles.styles import StyleInfo
 
 __all__ = ["ENDPOINTS", "drawing_of"]
 
@@ -35,30 +35,27 @@ class PointQuery(LegendQuery):
     lat: float = Field(ge=-90, le=90, description="Latitude", examples=[24.5])
 
 
-async def get_legend(request: Request, query: LegendQuery) -> Response:
+async def get_legend(request: Request, query: LegendQuery, layer: StyleInfo) -> Response:
     """The legend of a raster layer: its colour map or stretch as JSON (``kind``: ``gradient``,
     ``classes``, ``intervals``, ``rgb``, ``gray``; ``min``/``max``; ``entries`` of values and
     colours), drawn with the rendering parameters given (none: the layer's own)."""
-    info = services(request).tiles.style(query.style)
-    return JSONResponse(legend(drawing_of(info, query), info.statistics))
+    return JSONResponse(legend(drawing_of(layer, query), layer.statistics))
 
 
-async def get_legend_png(request: Request, query: LegendQuery) -> Response:
+async def get_legend_png(request: Request, query: LegendQuery, layer: StyleInfo) -> Response:
     """The legend of a raster layer as a small PNG: a 256 x 16 bar of a gradient, or a 16 x 16
     swatch of each class."""
-    info = services(request).tiles.style(query.style)
-    data = await run_in_threadpool(legend_png, drawing_of(info, query), info.statistics)
+    data = await run_in_threadpool(legend_png, drawing_of(layer, query), layer.statistics)
     return Response(data, media_type="image/png", headers={"Cache-Control": "no-cache"})
 
 
-async def get_point(request: Request, query: PointQuery) -> Response:
+async def get_point(request: Request, query: PointQuery, layer: StyleInfo) -> Response:
     """The values of a raster layer at a point, as TiTiler's ``/point`` gives them: the bands
     drawn (``bidx``, else every band) or the expression's, of the pixel the point falls in
     (``gdallocationinfo -valonly -wgs84``'s); null where there is no data. ``404`` outside the
     raster."""
-    info = services(request).tiles.style(query.style)
-    rendering = query.rendering(info.band_count)
-    source = raster_source(info)
+    rendering = query.rendering(layer.band_count)
+    source = raster_source(layer)
     found = await run_in_threadpool(point_values, source, query.lon, query.lat, rendering)
     return JSONResponse(found)
 
@@ -73,6 +70,7 @@ ENDPOINTS = [
         query=LegendQuery,
         answer={"200": json_body(Legend, "The legend")},
         errors=(400, 404),
+        resolves="raster",
         tag="tiles",
     ),
     Endpoint(
@@ -89,6 +87,7 @@ ENDPOINTS = [
             }
         },
         errors=(400, 404),
+        resolves="raster",
         tag="tiles",
     ),
     Endpoint(
@@ -100,6 +99,7 @@ ENDPOINTS = [
         query=PointQuery,
         answer={"200": json_body(PointValues, "The values")},
         errors=(400, 404),
+        resolves="raster",
         tag="tiles",
     ),
 ]

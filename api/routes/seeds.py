@@ -35,6 +35,7 @@ from shared.queues import PRETILE
 from shared.raster.paths import MAX_ID_CHARS
 from shared.seeding.coverage import Coverage
 from shared.seeding.pretile import LayerLock, PretileCounters, resumable, supersede
+from shared.tiles.styles import StyleInfo
 
 __all__ = ["ENDPOINTS"]
 
@@ -165,16 +166,14 @@ async def delete_seed(request: Request, query: RunQuery) -> JSONResponse:
     return JSONResponse(seed, 200 if ended else 202)
 
 
-async def delete_seeds(request: Request, query: LayerSeedsQuery) -> JSONResponse:
+async def delete_seeds(request: Request, query: LayerSeedsQuery, layer: StyleInfo) -> JSONResponse:
     """Cancel every run of a layer not ended (queued ones end now, running ones at their next
     chunk); the ids of those cancelled."""
-    svc = services(request)
-    svc.tiles.style(query.layer)  # 404 for a layer that is not one
-    cancelled = []
-    for job in await _runs(request, query.layer, True, 200, 0):
-        await svc.jobs.cancel(job["id"], principal_of(request))
+    jobs, cancelled = services(request).jobs, []
+    for job in await _runs(request, layer.style, True, 200, 0):
+        await jobs.cancel(job["id"], principal_of(request))
         cancelled.append(job["id"])
-    return JSONResponse({"layer": query.layer, "cancelled": cancelled})
+    return JSONResponse({"layer": layer.style, "cancelled": cancelled})
 
 
 async def post_seed_resume(request: Request, query: ResumeQuery) -> JobStart:
@@ -227,6 +226,7 @@ ENDPOINTS = [
         query=LayerSeedsQuery,
         answer={"200": json_body(SeedsCancelled, "The ids of the runs cancelled")},
         errors=(404,),
+        resolves="raster",
     ),
     _read(
         "/seeds/{run}",

@@ -23,7 +23,6 @@ from api.coverage import CoverageBody, CoverageQuery, coverage_of
 from api.endpoint import Endpoint
 from api.fields import Flag, Text
 from api.job_reply import JobStart
-from api.layers import any_layer
 from api.openapi.answers import any_of
 from api.openapi.models import SweepPlan, SweepResult, ref
 from api.services import services
@@ -38,6 +37,8 @@ from shared.seeding.plan import check_zooms
 from shared.seeding.tile_sets import CoverageTiles, TileSet
 from shared.seeding.truncate import plan_sweep
 from shared.settings import LANG_PATTERN
+from shared.tiles.styles import StyleInfo
+from shared.vector.catalog import VectorLayer
 
 __all__ = ["ENDPOINTS"]
 
@@ -92,7 +93,7 @@ class ExpireQuery(SweepQuery):
 async def _sweep(
     request: Request,
     query: SweepQuery,
-    vector: bool,
+    layer: StyleInfo | VectorLayer,
     tiles: TileSet,
     stores: list[str],
     *,
@@ -100,21 +101,21 @@ async def _sweep(
     langs: list[str] | None = None,
     rerender: bool = False,
 ) -> Response | JobStart:
-    """The plan (``dryrun=1``) or the job of a sweep of the layer ``query.id`` (a vector
-    layer's when ``vector``)."""
+    """The plan (``dryrun=1``) or the job of a sweep of ``layer`` (named ``query.id``)."""
     if query.dryrun:
         return JSONResponse(
             await run_in_threadpool(plan_sweep, tiles, query.minzoom, query.maxzoom)
         )
     check_zooms(query.minzoom, query.maxzoom)
     svc = services(request)
-    layer, names = query.id, [query.id]
+    vector = isinstance(layer, VectorLayer)
+    layer_id = layer.id if isinstance(layer, VectorLayer) else layer.style
+    names = [query.id]
     if vector:  # the table's id keys its cached tiles; the front's, every name it was asked by
-        layer = (await svc.vector.layer(svc.db, query.id)).id
         layers = await svc.vector.layers(svc.db)
-        names = sorted({query.id, *(name for name, found in layers.items() if found.id == layer)})
+        names = sorted({query.id, *(n for n, found in layers.items() if found.id == layer_id)})
     sweep = messages.Sweep(
-        layer,
+        layer_id,
         vector,
         tiles.to_json(),
         query.minzoom,
@@ -136,7 +137,10 @@ def _names(text: str | None) -> list[str] | None:
 
 
 async def post_layer_truncate(
-    request: Request, query: TruncateQuery, body: CoverageBody | None
+    request: Request,
+    query: TruncateQuery,
+    body: CoverageBody | None,
+    layer: StyleInfo | VectorLayer,
 ) -> Response | JobStart:
     """Remove a layer's cached tiles for a coverage, zooms, variants and languages.
 
@@ -146,7 +150,6 @@ async def post_layer_truncate(
     bucket's tiles. A vector layer's tiles are the API's cached answers and the front's.
     ``dryrun=1`` answers the coverage's tiles per zoom.
     """
-    _, _, vector = await any_layer(request, query.id)  # 404 first
     coverage = await coverage_of(request, query, body)
     variants = (
         None
@@ -156,7 +159,7 @@ async def post_layer_truncate(
     return await _sweep(
         request,
         query,
-        vector,
+        layer,
         CoverageTiles(coverage),
         ["s3" if query.is_s3 else "file"],
         variants=variants,
@@ -164,7 +167,9 @@ async def post_layer_truncate(
     )
 
 
-async def post_layer_expire(request: Request, query: ExpireQuery) -> Response | JobStart:
+async def post_layer_expire(
+    request: Request, query: ExpireQuery, layer: StyleInfo | VectorLayer
+) -> Response | JobStart:
     """Expire a layer's cached tiles: those an expiry list names, or meeting a polygon.
 
     The body is osm2pgsql's expire file (``text/plain``, a ``z/x/y`` a line), those tiles as a
@@ -174,7 +179,6 @@ async def post_layer_expire(request: Request, query: ExpireQuery) -> Response | 
     a vector layer's cached answers and the front's; ``mode=rerender`` draws a raster layer's
     cached ones again. ``dryrun=1`` answers the tiles per zoom.
     """
-    _, _, vector = await any_layer(request, query.id)  # 404 first
     body = await capped(request, MAX_BYTES, "an expiry list").body()
     if body.strip():
         given = [n for n in ("bbox", "coverage_layer", "where") if getattr(query, n) is not None]
@@ -195,7 +199,7 @@ async def post_layer_expire(request: Request, query: ExpireQuery) -> Response | 
         tiles = CoverageTiles(coverage)
     stores = ["file"] if services(request).tile_stores.s3 is None else ["file", "s3"]
     rerender = query.mode == "rerender"
-    return await _sweep(request, query, vector, tiles, stores, rerender=rerender)
+    return await _sweep(request, query, layer, tiles, stores, rerender=rerender)
 
 
 #: who may truncate or expire: an operator of the layer, and of the layer of its coverage
@@ -243,6 +247,7 @@ ENDPOINTS = [
         answer=_SWEPT,
         errors=(404, 413, 422),
         job=_TRUNCATE,
+        resolves="any",
         tag="tiles",
     ),
     Endpoint(
@@ -256,6 +261,7 @@ ENDPOINTS = [
         answer=_SWEPT,
         errors=(404, 413, 422),
         job=EXPIRE,
+        resolves="any",
         tag="tiles",
     ),
 ]

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from api.access import Rule
 from api.answers import image_response, render_box, tile_image
 from api.coverage import CoverageBody, CoverageQuery, coverage_of
-from api.endpoint import Endpoint, Handler
+from api.endpoint import Endpoint
 from api.fields import (
     AtMost,
     Box,
@@ -54,7 +54,7 @@ from shared.base.formats import (
 from shared.base.grid import MAX_ZOOM, RenderArea, parse_tile
 from shared.errors import InvalidInputError
 from shared.params import Bbox, parse_bbox, parse_time_or_age
-from shared.queues import PRETILE, SPEED_TEST, JobKind
+from shared.queues import PRETILE, SPEED_TEST
 from shared.raster.paths import MAX_ID_CHARS, RASTER_LAYER_EXAMPLE
 from shared.raster.rendering import Rendering
 from shared.seeding.coverage import Coverage
@@ -222,7 +222,7 @@ async def _bbox_render(
     return image_response(request, data, variant.format, "MISS", max_age, etag_of(data))
 
 
-async def get_tile(request: Request, query: TileQuery) -> Response:
+async def get_tile(request: Request, query: TileQuery, layer: StyleInfo) -> Response:
     """A tile of a style, ``<y>[@2x].<format>``, or a BBOX render; ``debug=1``: its debug object."""
     extension = query.format if isinstance(query, TileFormatQuery) else TileFormat.PNG
     row, variant = parse_variant(query.y, extension)
@@ -245,7 +245,7 @@ async def get_tile(request: Request, query: TileQuery) -> Response:
         variant,
         is_s3=query.is_s3,
         refresh=query.nocache,
-        rendering=query.rendering(services(request).tiles.style(style).band_count),
+        rendering=query.rendering(layer.band_count),
     )
 
 
@@ -257,7 +257,7 @@ class TileAccessQuery(StyleQuery, RenderQuery):
 ACCESS_QUERY = frozenset({"api_key", *RenderQuery.model_fields})
 
 
-async def get_tile_access(request: Request, query: TileAccessQuery) -> Response:
+async def get_tile_access(request: Request, query: TileAccessQuery, layer: StyleInfo) -> Response:
     """Whether the caller may read the layer's tiles: ``204`` naming the caller
     (``X-Principal``: its principal's id) and, for rendering parameters, the folder their tiles
     are cached in (``X-Tile-Folder``: ``~<key>``, after the language's); else the error a tile
@@ -269,9 +269,8 @@ async def get_tile_access(request: Request, query: TileAccessQuery) -> Response:
     sent; and counts the tiles budget per principal. A query with anything else (``nocache``,
     ``bbox``, …) is ``400``: the tile route answers it itself.
     """
-    info = services(request).tiles.style(query.style)  # 404 for an unknown style
     headers = {"X-Principal": principal_of(request).id}
-    folder = rendering_folder(query.rendering(info.band_count))
+    folder = rendering_folder(query.rendering(layer.band_count))
     if folder:
         headers["X-Tile-Folder"] = folder
     return Response(status_code=204, headers=headers)
@@ -301,7 +300,7 @@ def _tilejson(info: StyleInfo, tiles: str, rendering: Rendering | None = None) -
     }
 
 
-async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
+async def get_tilejson(request: Request, query: TileJsonQuery, layer: StyleInfo) -> Response:
     """A raster layer as TileJSON 3.0.0: its bounds, zooms and tile URL template.
 
     ``tiles`` is one absolute template of the layer's tiles in the language, format and scale
@@ -309,15 +308,14 @@ async def get_tilejson(request: Request, query: TileJsonQuery) -> Response:
     request's checked host. Asked with ``api_key=<key>``, the template carries it; asked with
     an ``Authorization`` header, it carries no credential. This answer is never cached.
     """
-    info = services(request).tiles.style(query.style)  # 404 for an unknown style
-    rendering = query.rendering(info.band_count)
+    rendering = query.rendering(layer.band_count)
     path = tile_url_template(api_prefix(request), query.style, query.lang, query.variant)
     template = tile_template(request, path, params=rendering_pairs(rendering))
-    return JSONResponse(_tilejson(info, template, rendering))
+    return JSONResponse(_tilejson(layer, template, rendering))
 
 
 async def get_layer_pretile(
-    request: Request, query: PretileQuery, body: CoverageBody | None = None
+    request: Request, query: PretileQuery, body: CoverageBody | None = None, *, layer: StyleInfo
 ) -> Response | JobStart:
     """Pre-tile a layer (spec 4.2); ``dryrun=1`` answers the plan.
 
@@ -333,7 +331,6 @@ async def get_layer_pretile(
     svc = services(request)
     settings = svc.settings
     style = query.id
-    info = svc.tiles.style(style)
     ceiling = settings.tiles.pretile_max_tiles
     refresh_before = None
     if query.refresh_before is not None:
@@ -347,8 +344,8 @@ async def get_layer_pretile(
         check_pace(query.max_tiles_per_s, settings.jobs.stall_s)
     coverage = await coverage_of(request, query, body)
     if coverage is None and query.buffer:
-        coverage = Coverage.box(info.footprint, query.buffer)
-    area = info.footprint if coverage is None else coverage
+        coverage = Coverage.box(layer.footprint, query.buffer)
+    area = layer.footprint if coverage is None else coverage
     plan = await run_in_threadpool(
         plan_pretile, area, query.minzoom, query.maxzoom, ceiling=ceiling
     )
@@ -372,16 +369,14 @@ async def get_layer_pretile(
 
 
 async def post_layer_pretile(
-    request: Request, query: PretileQuery, body: CoverageBody
+    request: Request, query: PretileQuery, body: CoverageBody, layer: StyleInfo
 ) -> Response | JobStart:
     """Pre-tile a layer over the GeoJSON polygon of the body; ``dryrun=1`` answers the plan."""
-    return await get_layer_pretile(request, query, body)
+    return await get_layer_pretile(request, query, body, layer=layer)
 
 
-async def get_speed_test(request: Request, query: SpeedTestQuery) -> JobStart:
+async def get_speed_test(request: Request, query: SpeedTestQuery, layer: StyleInfo) -> JobStart:
     """The tiling speed test of a layer (spec 4.7)."""
-    svc = services(request)
-    svc.tiles.style(query.layer)  # 404 for an unknown layer
     return JobStart(messages.SpeedTest(query.layer, query.lang))
 
 
@@ -418,20 +413,8 @@ def _tile(path: str, name: str, summary: str, query: type[TileQuery]) -> Endpoin
         errors=(404, 422),
         name=name,
         summary=summary,
+        resolves="raster",
     )
-
-
-def _job(
-    path: str,
-    handler: Handler,
-    layer: str,
-    query: type[Query],
-    answer: dict[str, Schema],
-    job: JobKind[Any],
-) -> Endpoint:
-    """An operator's ``job`` about the layer the parameter ``layer`` names: the jobs budget."""
-    rule = Rule("operator", layers=(layer,))
-    return _endpoint(path, handler, rule=rule, budget="jobs", query=query, answer=answer, job=job)
 
 
 #: pre-tiling: the layer, and the layer of its coverage
@@ -487,6 +470,7 @@ ENDPOINTS = [
             }
         },
         errors=(400, 401, 403, 404),
+        resolves="raster",
     ),
     _endpoint(
         "/rtile/{style}/tilejson.json",
@@ -496,6 +480,7 @@ ENDPOINTS = [
         query=TileJsonQuery,
         answer={"200": json_body(RasterTileJson, "The layer")},
         errors=(404, 422),
+        resolves="raster",
     ),
     _endpoint(
         "/gis-layer-pretile/{id}",
@@ -505,6 +490,7 @@ ENDPOINTS = [
         query=PretileQuery,
         answer=_PRETILED,
         job=PRETILE,
+        resolves="raster",
     ),
     Endpoint(
         "POST",
@@ -516,14 +502,17 @@ ENDPOINTS = [
         body=CoverageBody,
         answer=_PRETILED,
         job=PRETILE,
+        resolves="raster",
         tag="tiles",
     ),
-    _job(
+    _endpoint(
         "/gis-speed-test",
         get_speed_test,
-        "layer",
-        SpeedTestQuery,
-        {"200": json_body(SpeedTest, "The summary")},
-        SPEED_TEST,
+        rule=Rule("operator", layers=("layer",)),
+        budget="jobs",
+        query=SpeedTestQuery,
+        answer={"200": json_body(SpeedTest, "The summary")},
+        job=SPEED_TEST,
+        resolves="raster",
     ),
 ]

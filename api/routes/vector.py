@@ -126,6 +126,10 @@ class GeoJsonQuery(FeaturesQuery):
     reload: Flag = Field(False, description="1: read the layer catalogue again")
     nocache: Flag = Field(False, description=_NOCACHE)
 
+    @property
+    def reads_catalogue_again(self) -> bool:
+        return self.reload
+
 
 class VectorTileQuery(FeaturesQuery):
     """A tile of a layer's features."""
@@ -136,10 +140,15 @@ class VectorTileQuery(FeaturesQuery):
     nocache: Flag = Field(False, description=_NOCACHE)
 
 
-class LayerOnlyQuery(Query):
-    """A vector layer by id."""
+class CacheDropQuery(Query):
+    """A vector layer whose cache is dropped: looked up in the catalogue read afresh (a table
+    just made has its cache dropped too)."""
 
     layer: str = layer_id()
+
+    @property
+    def reads_catalogue_again(self) -> bool:
+        return True
 
 
 class DatasourceQuery(FeaturesQuery):
@@ -147,6 +156,10 @@ class DatasourceQuery(FeaturesQuery):
     (carried into the TileJSON's tile URLs)."""
 
     nocache: Flag = Field(False, description=_NOCACHE)
+
+    @property
+    def reads_catalogue_again(self) -> bool:
+        return self.nocache
 
 
 #: the parameters of a TileJSON carried into its tile URLs: those that shape the tiles
@@ -159,20 +172,13 @@ class CatalogueQuery(Query):
     nocache: Flag = Field(False, description=_NOCACHE)
 
 
-async def _layer(request: Request, layer: str, refresh: bool = False) -> VectorLayer:
-    """The layer of id ``layer`` (``refresh``: the catalogue read again); 404 when none."""
-    svc = services(request)
-    return await svc.vector.layer(svc.db, layer, refresh=refresh)
-
-
-async def get_geojson(request: Request, query: GeoJsonQuery) -> Response:
+async def get_geojson(request: Request, query: GeoJsonQuery, layer: VectorLayer) -> Response:
     """Features of a layer as a GeoJSON FeatureCollection (spec 4.8).
 
     Built in PostGIS and streamed.
     """
     svc = services(request)
     settings = svc.settings
-    layer = await _layer(request, query.layer, refresh=query.reload)
     params = GeoJsonParams(
         query=query.of(layer),
         srid=query.srid,
@@ -224,7 +230,9 @@ async def list_datasources(request: Request, query: CatalogueQuery) -> JSONRespo
     )
 
 
-async def get_datasource(request: Request, query: DatasourceQuery) -> JSONResponse:
+async def get_datasource(
+    request: Request, query: DatasourceQuery, layer: VectorLayer
+) -> JSONResponse:
     """A vector layer as TileJSON 3.0.0 (spec 2.5, 4.9).
 
     Its ``tiles`` is the vector tile endpoint, asked with the ``props``, ``filter``,
@@ -233,28 +241,27 @@ async def get_datasource(request: Request, query: DatasourceQuery) -> JSONRespon
     TileJSON wants absolute tile URLs: under ``MAPSVC_PUBLIC_URL``, else the request's checked
     host; this answer is never cached.
     """
-    layer = await _layer(request, query.layer, refresh=query.nocache)
     query.of(layer)
     path = f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"
     return JSONResponse(tilejson(layer, tile_template(request, path, query, _CARRIED)))
 
 
-async def get_vtile(request: Request, query: VectorTileQuery) -> Response:
+async def get_vtile(request: Request, query: VectorTileQuery, layer: VectorLayer) -> Response:
     """A Mapbox Vector Tile of a layer.
 
     ``204`` when no feature falls in it; gzipped when the client accepts it.
     """
     tile = parse_tile(query.z, query.x, query.y)
-    layer = await _layer(request, query.layer)
     return await vector_tile_answer(request, layer, query.of(layer), tile, refresh=query.nocache)
 
 
-async def delete_vtile_cache(request: Request, query: LayerOnlyQuery) -> JSONResponse:
+async def delete_vtile_cache(
+    request: Request, query: CacheDropQuery, layer: VectorLayer
+) -> JSONResponse:
     """Drop a layer's cached vector tiles and GeoJSON answers.
 
     Every cached tile and GeoJSON answer of the layer (an operator's call).
     """
-    layer = await _layer(request, query.layer, refresh=True)
     cache = services(request).vector_cache
     return JSONResponse({"layer": layer.id, "epoch": await cache.drop(layer)})
 
@@ -263,7 +270,14 @@ async def delete_vtile_cache(request: Request, query: LayerOnlyQuery) -> JSONRes
 _endpoint = functools.partial(Endpoint, "GET", tag="vector")
 #: a look at the layer the parameter ``layer`` names (public ones: anyone's), its data: a query
 #: of PostgreSQL, on the caller's share of it
-_look = functools.partial(_endpoint, rule=_READ, budget="data", errors=(404, 422), database=True)
+_look = functools.partial(
+    _endpoint,
+    rule=_READ,
+    budget="data",
+    errors=(404, 422),
+    database=True,
+    resolves="vector",
+)
 
 ENDPOINTS = [
     _look(
@@ -302,8 +316,9 @@ ENDPOINTS = [
         delete_vtile_cache,
         rule=Rule("operator", layers=("layer",)),
         budget="jobs",
-        query=LayerOnlyQuery,
+        query=CacheDropQuery,
         answer={"200": json_body(CacheDropped, "Dropped")},
+        resolves="vector",
         errors=(404,),
         tag="vector",
     ),

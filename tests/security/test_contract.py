@@ -4,7 +4,9 @@ changes of our own routes are ``POST``/``DELETE``, a ``GET`` on them ``405`` wit
 
 from __future__ import annotations
 
+import inspect
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from starlette.testclient import TestClient
 
 from api.endpoint import Endpoint
 from api.routes import ENDPOINTS, MOUNTED
+from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import AUTH, assert_error
 from tests.layers import MOSAIC_ID
@@ -44,12 +47,15 @@ IGNORING = {"get_wms", "get_wmts", "get_wmts_capabilities", "get_wmts_tile"} | {
 SPEC_GET_JOBS = {"get_layer_pretile", "get_layer_compress", "get_raster_config", "get_speed_test"}
 
 
-def request_to(endpoint: Endpoint, mount: str) -> tuple[str, str, dict[str, str]]:
+def request_to(
+    endpoint: Endpoint, mount: str, layers: Mapping[str, str] | None = None
+) -> tuple[str, str, dict[str, str]]:
     """Method, URL and query of a request of ``endpoint`` that names layer A where it names
-    a layer (the admin key sees it), and values of the right form elsewhere."""
+    a layer (the admin key sees it) unless ``layers`` names another, and values of the right
+    form elsewhere."""
     vector = endpoint.handler.__module__ in VECTOR_MODULES
     values = VECTOR_VALUES if vector else RASTER_VALUES
-    named = {name: values[name][0] for name in endpoint.rule.layers}
+    named = {name: values[name][0] for name in endpoint.rule.layers} | dict(layers or {})
     route = endpoint.route()
     path = {
         name: named.get(name, OTHER_PATH_VALUES.get(name, ANY_PATH_VALUES.get(name)))
@@ -160,3 +166,33 @@ def test_state_changes_are_post_or_delete_and_a_get_on_them_is_405(
             assert error["message"].endswith(f"allowed: {allowed}")
     assert Path(cached).read_bytes() == b"\x89PNG kept"  # a prefetcher's GET deleted nothing
     assert rdb.zcard("mapsvc:jobs") == jobs
+
+
+#: a body of the right form, for the routes that need one
+POLYGON = {"type": "Polygon", "coordinates": [[[-78, 24], [-77, 24], [-77, 25], [-78, 24]]]}
+#: layers of the right form that are not there: a raster layer's id, a vector layer's
+NOT_THERE = {"raster": encode_id("no-such/raster.tif"), "vector": "public.no_such_table"}
+
+
+def test_a_handler_takes_a_layer_exactly_when_its_endpoint_resolves_one() -> None:
+    for endpoint in ENDPOINTS:
+        takes = "layer" in inspect.signature(endpoint.handler).parameters
+        assert takes == (endpoint.resolves is not None), endpoint.name
+
+
+@pytest.mark.usefixtures("no_tasks")
+@pytest.mark.parametrize(
+    "endpoint", [e for e in MOUNTED if e.resolves is not None], ids=lambda e: e.name
+)
+def test_a_layer_not_there_is_404_naming_its_parameter_before_the_handler_runs(
+    app: TestClient, rdb: redis.Redis, endpoint: Endpoint
+) -> None:
+    named = endpoint.rule.layers[0]
+    missing = NOT_THERE["vector" if endpoint.resolves == "vector" else "raster"]
+    method, url, query = request_to(endpoint, "/api-user", {named: missing})
+    body = POLYGON if isinstance(endpoint.body, type) and not endpoint.body_optional else None
+    jobs = rdb.zcard("mapsvc:jobs")
+    r = app.request(method, url, params=query, headers=AUTH, json=body)
+    assert r.status_code == 404, (url, r.status_code, r.text)
+    assert assert_error(r.json(), "not-found")["detail"]["parameter"] == named
+    assert rdb.zcard("mapsvc:jobs") == jobs  # nothing started
