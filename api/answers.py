@@ -16,14 +16,19 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from api.documents import not_modified
 from api.services import services
-from shared.base.grid import TileAddress
+from shared.base.encoder import Background
+from shared.base.encoding import Encoding
+from shared.base.formats import TileFormat, TileVariant
+from shared.base.grid import RenderArea, TileAddress
+from shared.errors import InvalidInputError
+from shared.raster.rendering import Rendering
+from shared.tiles.store import etag_of
 from shared.vector.cache import TILE_KIND
 from shared.vector.catalog import VectorLayer
 from shared.vector.geojson import GeoJsonStream
-from shared.vector.query import (
-    LayerQuery,
-)
+from shared.vector.query import LayerQuery
 from shared.vector.tiles import vector_tile
 
 __all__ = [
@@ -34,18 +39,6 @@ __all__ = [
     "tile_image",
     "vector_tile_answer",
 ]
-
-
-from api.documents import not_modified
-from shared.base.encoder import Background
-from shared.base.encoding import Encoding
-from shared.base.formats import (
-    TileFormat,
-    TileVariant,
-)
-from shared.base.grid import RenderArea
-from shared.errors import InvalidInputError
-from shared.raster.rendering import Rendering
 
 
 def image_response(
@@ -203,7 +196,8 @@ async def vector_tile_answer(
 ) -> Response:
     """The answer of every vector tile route: the tile of ``features`` from the cache (made in
     PostGIS and kept on a miss, unless ``refresh``), ``204`` when empty, gzipped when the
-    client accepts it."""
+    client accepts it. Its ``ETag`` is its bytes' (the gzipped answer's its own): it changes
+    only when they do, and ``If-None-Match`` naming it is ``304``."""
     svc = services(request)
     settings = svc.settings
     cache = svc.vector_cache
@@ -238,7 +232,12 @@ async def vector_tile_answer(
     }
     if not data:
         return Response(status_code=204, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
+    zipped = "gzip" in request.headers.get("accept-encoding", "")
+    etag = etag_of(data)
+    headers["ETag"] = f'{etag[:-1]}-gz"' if zipped else etag
+    if not_modified(request, headers["ETag"]):
+        return Response(status_code=304, headers=headers)
+    if zipped:
         return Response(
             gzip.compress(data, GZIP_LEVEL),
             media_type=MVT,

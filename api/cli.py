@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy.exc
 
-from api import cli_auth, cli_cache, cli_seed
+from api import cli_auth, cli_cache, cli_seed, cli_watch
 from api.front import front_argv, front_enabled, write_front_config
 from api.mounts import USER_PREFIX, V1_PREFIX
 from shared import metrics
@@ -250,7 +250,8 @@ def _front_argv(settings: Settings) -> list[str]:
 
 
 def _up(settings: Settings) -> int:
-    """Run API, worker, Flower and the Convert server together until Ctrl-C (``make run``)."""
+    """Run API, worker, Flower, the Convert server and the follower of watched layers
+    together until Ctrl-C (``make run``)."""
     # the API reaches the Convert server started here unless another address is configured
     convert_address = settings.convert.server_address or f"127.0.0.1:{settings.convert.port}"
     metrics_env = _metrics_env(settings)
@@ -269,6 +270,7 @@ def _up(settings: Settings) -> int:
         ),
         subprocess.Popen(_flower_argv(settings), env=_flower_env(settings)),
         subprocess.Popen(_convert_argv(settings)),
+        subprocess.Popen(cli_watch.follower_argv(), env=metrics_env),
     ]
     stop = False
 
@@ -327,7 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     convert = sub.add_parser("convert-server", help="run the Convert gRPC server (spec 4.17)")
     convert.add_argument("port", nargs="?", type=int, default=None, help="default: 4003")
-    sub.add_parser("up", help="run API, worker, Flower and Convert together (make run)")
+    sub.add_parser(
+        "up", help="run API, worker, Flower, Convert and the follower together (make run)"
+    )
     render = sub.add_parser("render-tile", help="render one tile of a style to a PNG file")
     render.add_argument("style", help="the style (layer id)")
     render.add_argument("z", help="zoom")
@@ -379,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli_auth.add_commands(sub)
     cli_seed.add_command(sub)
     cli_cache.add_commands(sub)
+    cli_watch.add_commands(sub)
     args = parser.parse_args(argv)
 
     settings = Settings()
@@ -412,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_seed.run(args, settings)
     if args.command in cli_cache.COMMANDS:
         return cli_cache.run(args, settings)
+    if args.command in cli_watch.COMMANDS:
+        return cli_watch.run(args, settings)
     if args.command == "export":
         return _export(settings, args)
     return _demo_data(settings, args.data_dir, args.replace)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import redis.asyncio as aioredis
@@ -19,16 +20,56 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from api.fields import Query, stream_entry
 from api.jobs import JobService
+from api.openapi.answers import content
+from api.openapi.models import Schema, SseEvent, ref
 from shared import events
 from shared.errors import InvalidInputError
 
-__all__ = ["job_resume_point", "resume_point", "sse_response"]
+__all__ = [
+    "LAST_EVENT_ID",
+    "SSE_ANSWER",
+    "EventsQuery",
+    "job_resume_point",
+    "resume_point",
+    "sse_response",
+]
 
 _TICK_S = 1.0
 #: how often an idle job stream asks whether its job ended without a word (worker gone)
 _SETTLE_S = 5.0
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class EventsQuery(Query):
+    """Where an event stream resumes (``Last-Event-ID``, a header, comes first)."""
+
+    after: str | None = stream_entry()
+
+
+def _last_event_id() -> Schema:
+    """The ``Last-Event-ID`` header: what ``after`` says, and before it."""
+    after: dict[str, Any] = EventsQuery.model_json_schema()["properties"]["after"]
+    schema = next(s for s in after["anyOf"] if s.get("type") == "string")
+    return {
+        "name": "Last-Event-ID",
+        "in": "header",
+        "required": False,
+        "description": after["description"],
+        "schema": schema,
+    }
+
+
+#: the documented header and answer of an event stream's endpoint
+LAST_EVENT_ID = _last_event_id()
+SSE_ANSWER = {
+    "200": content(
+        "text/event-stream",
+        ref(SseEvent),
+        "Server-Sent Events: `id: <entry id>` and `data: <line>` per line",
+    )
+}
 
 
 def resume_point(request: Request, after: str | None, default: str) -> str:

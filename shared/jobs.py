@@ -379,11 +379,15 @@ class JobReporter:
             JobCancelledError: a user cancelled the job, or it has already ended (the
                 watchdog ended it as stalled).
         """
-        if self.store.cancel_requested(self.job_id):
+        if self.cancelled():
             raise JobCancelledError("the job was cancelled")
         self.store.publish(self.job_id, f"{text} {self.elapsed_ms}ms" if elapsed else text)
         if progress is not None:
             self.store.update(self.job_id, progress=round(min(max(progress, 0.0), 1.0), 4))
+
+    def cancelled(self) -> bool:
+        """Whether a user cancelled the job (or it has already ended)."""
+        return self.store.cancel_requested(self.job_id)
 
     def json(self, value: Any) -> None:
         """Publish a value as one JSON line (no elapsed time: the line must stay JSON)."""

@@ -534,6 +534,27 @@ class VectorSettings(Concern):
     vtile_cache_ttl_s: int = Field(
         default=3600, ge=0, description="How long vector tiles and GeoJSON answers are cached"
     )
+    watch_buffer_px: int = Field(
+        default=16,
+        ge=0,
+        le=256,
+        description="Pixels around each tile that a change of a watched layer in them makes "
+        "stale (symbols and labels drawn past a feature)",
+    )
+    watch_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="The longest the follower of watched layers waits between two reads of "
+        "the change log (it is woken at once by each change's NOTIFY)",
+    )
+    watch_settle_s: float = Field(
+        default=12.0,
+        ge=0,
+        description="When the follower expires the same tiles again: keep it above the "
+        "statement timeout (`MAPSVC_VECTOR_STATEMENT_TIMEOUT_MS`), so that a tile read before a "
+        "change and stored after its expiry is dropped too",
+    )
 
 
 class JobSettings(Concern):

@@ -569,6 +569,28 @@ class RasterTileJson(_TileJson):
     statistics: list[BandStatistics] = Field(description="The statistics of the layer's bands")
 
 
+class WatchedLayer(Answer):
+    """A watched vector layer (issue 35)."""
+
+    layer: str = Field(description="Its id, `schema.table`")
+    geometry_column: str = Field(description="The column whose changes are followed")
+    since: str = Field(description="When it was first watched (ISO 8601)")
+
+
+class Follower(Answer):
+    """The follower of the watched layers."""
+
+    running: str | None = Field(description="The follower running (host and pid), or null")
+    position: int = Field(description="The last change of the log it expired")
+
+
+class WatchList(Answer):
+    """The watched layers, and the follower."""
+
+    layers: list[WatchedLayer]
+    follower: Follower
+
+
 class CacheDropped(Answer):
     """A layer's vector caches were dropped."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -12,16 +12,23 @@ from starlette.responses import JSONResponse, Response
 
 from api.access import Rule
 from api.endpoint import Endpoint
-from api.fields import JobQuery, Query, Text, job_id, stream_entry
+from api.fields import JobQuery, Query, Text, job_id
 from api.job_reply import JobStart, view_of
 from api.jobs import JOB_STATES, MAX_JOBS_SCANNED, JobSelection
 from api.links import link
-from api.openapi.answers import content, json_body
+from api.openapi.answers import json_body
 from api.openapi.models import Job as JobDescriptor
-from api.openapi.models import JobList, ProbeResult, Schema, SseEvent, ref
+from api.openapi.models import JobList, ProbeResult
 from api.scope import principal_of
 from api.services import services
-from api.sse import job_resume_point, resume_point, sse_response
+from api.sse import (
+    LAST_EVENT_ID,
+    SSE_ANSWER,
+    EventsQuery,
+    job_resume_point,
+    resume_point,
+    sse_response,
+)
 from shared import events
 from shared import job_messages as messages
 from shared.diag import MAX_PROBE_DELAY_MS, MAX_PROBE_STEPS, check_probe_params
@@ -69,12 +76,6 @@ class JobIdQuery(Query):
     """A job named by the path."""
 
     job_id: str = job_id()
-
-
-class EventsQuery(Query):
-    """Where an event stream resumes (``Last-Event-ID``, a header, comes first)."""
-
-    after: str | None = stream_entry()
 
 
 class JobEventsQuery(EventsQuery):
@@ -190,26 +191,6 @@ async def post_probe(request: Request, query: ProbeQuery) -> JobStart:
     return JobStart(messages.Probe(query.steps, query.delay_ms, query.fail_at))
 
 
-def _last_event_id() -> Schema:
-    """The ``Last-Event-ID`` header: what ``after`` says, and before it."""
-    after: dict[str, Any] = EventsQuery.model_json_schema()["properties"]["after"]
-    schema = next(s for s in after["anyOf"] if s.get("type") == "string")
-    return {
-        "name": "Last-Event-ID",
-        "in": "header",
-        "required": False,
-        "description": after["description"],
-        "schema": schema,
-    }
-
-
-_SSE = {
-    "200": content(
-        "text/event-stream",
-        ref(SseEvent),
-        "Server-Sent Events: `id: <entry id>` and `data: <line>` per line",
-    )
-}
 #: an endpoint of the jobs' group: watching and stopping jobs spends the data budget
 _endpoint = functools.partial(Endpoint, budget="data", tag="jobs")
 #: a reader's look at, or hand on, one job (the job store says whose it is)
@@ -249,8 +230,8 @@ ENDPOINTS = [
         "/jobs/{job_id}/events",
         get_job_events,
         query=JobEventsQuery,
-        headers=(_last_event_id(),),
-        answer=_SSE,
+        headers=(LAST_EVENT_ID,),
+        answer=SSE_ANSWER,
         errors=(404,),
     ),
     _get(
@@ -258,8 +239,8 @@ ENDPOINTS = [
         get_events,
         rule=Rule("operator", every_layer=True),
         query=EventsQuery,
-        headers=(_last_event_id(),),
-        answer=_SSE,
+        headers=(LAST_EVENT_ID,),
+        answer=SSE_ANSWER,
     ),
     _endpoint(
         "POST",

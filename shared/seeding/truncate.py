@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import redis
@@ -29,7 +29,6 @@ from shared.base.formats import VARIANTS, TileVariant
 from shared.base.grid import TileAddress
 from shared.errors import JobCancelledError, MapsvcError
 from shared.job_messages import Sweep
-from shared.jobs import JobReporter
 from shared.seeding.cache_walk import CachedTile, cached_langs, cached_tiles
 from shared.seeding.plan import PLAN_MAX_S, check_zooms
 from shared.seeding.tile_sets import TileSet, tile_set_from_json
@@ -38,7 +37,19 @@ from shared.tiles.stores import TileStores
 from shared.vector.cache import drop_cached_tiles
 from shared.vector.front_cache import drop_front_tiles
 
-__all__ = ["Render", "plan_sweep", "run_sweep"]
+__all__ = ["Render", "SweepReport", "plan_sweep", "run_sweep"]
+
+
+class SweepReport(Protocol):
+    """Where a sweep reports: a job's :class:`~shared.jobs.JobReporter`, or the follower of
+    watched layers (:mod:`shared.seeding.follow`)."""
+
+    def line(self, text: str, *, progress: float | None = None) -> None:
+        """Report a line; raises :class:`~shared.errors.JobCancelledError` when cancelled."""
+
+    def cancelled(self) -> bool:
+        """Whether the sweep is to stop."""
+
 
 #: draws a tile of a style in a language and variant: its encoded bytes
 Render = Callable[[str, str, TileAddress, TileVariant], bytes]
@@ -72,7 +83,7 @@ def plan_sweep(tiles: TileSet, minzoom: int, maxzoom: int) -> dict[str, Any]:
 class _Run:
     """One job's walk: its counts, and how it looks at the cancel flag."""
 
-    def __init__(self, sweep: Sweep, report: JobReporter, render: Render | None, budget: int):
+    def __init__(self, sweep: Sweep, report: SweepReport, render: Render | None, budget: int):
         self.sweep = sweep
         self.report = report
         self.render = render if sweep.rerender and not sweep.vector else None
@@ -87,7 +98,7 @@ class _Run:
         now = time.monotonic()
         if now - self._looked >= _CANCEL_EVERY_S:
             self._looked = now
-            if self.report.store.cancel_requested(self.report.job_id):
+            if self.report.cancelled():
                 raise JobCancelledError("the job was cancelled")
 
     def _draw(self, store: TileStore, tile: CachedTile) -> bool:
@@ -178,7 +189,7 @@ def _vector(run: _Run, client: redis.Redis, tiles: TileSet) -> dict[str, Any]:
 
 def run_sweep(
     sweep: Sweep,
-    report: JobReporter,
+    report: SweepReport,
     *,
     stores: TileStores,
     client: redis.Redis,

@@ -14,7 +14,15 @@ from shared.base.grid import MAX_ZOOM
 from shared.errors import InvalidInputError, NotFoundError, UnprocessableError
 from shared.raster.paths import MAX_ID_CHARS, decode_id
 
-__all__ = ["LANG_TOKEN", "StyleInfo", "check_style_id", "read_style", "style_ids", "style_path"]
+__all__ = [
+    "LANG_TOKEN",
+    "StyleInfo",
+    "check_style_id",
+    "read_style",
+    "style_ids",
+    "style_path",
+    "styles_drawing",
+]
 
 #: Written in a style's XML where the label language goes (``[name_{{lang}}]``); each
 #: rendering replaces it with the requested language.
@@ -38,6 +46,17 @@ class StyleInfo:
     statistics: list[dict[str, Any]] = field(default_factory=list)
     #: a raster layer's source (its file, or a folder's mosaic), None for a style of vectors
     source: Path | None = None
+    #: the ``table`` parameters of its PostGIS datasources (a table, or a subquery)
+    tables: tuple[str, ...] = ()
+
+    def draws(self, schema: str, table: str) -> bool:
+        """Whether one of its PostGIS datasources reads the table ``schema.table`` (named
+        whole, or bare when its schema is ``public``; quoted or not)."""
+        name = '"?' + re.escape(table) + '"?'
+        whole = r'(?<![\w."])"?' + re.escape(schema) + r'"?\.' + name + r'(?![\w"])'
+        bare = r'(?<![\w."])' + name + r'(?![\w".])'
+        pattern = whole if schema != "public" else f"{whole}|{bare}"
+        return any(re.search(pattern, text, re.IGNORECASE) for text in self.tables)
 
     @property
     def title(self) -> str:
@@ -134,6 +153,25 @@ def read_style(mapnik_dir: Path, style: str) -> StyleInfo:
     statistics = json.loads(params["statistics"]) if params.get("statistics") else []
     source = root.find("Layer[@name='raster']/Datasource/Parameter[@name='file']")
     raster = (path.parent / source.text).resolve() if source is not None and source.text else None
-    info = StyleInfo(style, path, mtime, bounds, zoom, srs, rendering, statistics, raster)
+    tables = tuple(
+        table.text or ""
+        for source in root.iterfind("Layer/Datasource")
+        if source.findtext("Parameter[@name='type']") == "postgis"
+        for table in source.iterfind("Parameter[@name='table']")
+    )
+    info = StyleInfo(style, path, mtime, bounds, zoom, srs, rendering, statistics, raster, tables)
     _cache[style] = info
     return info
+
+
+def styles_drawing(mapnik_dir: Path, schema: str, table: str) -> list[str]:
+    """The styles one of whose PostGIS datasources reads ``schema.table`` (those that cannot be
+    read are left out)."""
+    found = []
+    for style in style_ids(mapnik_dir):
+        try:
+            if read_style(mapnik_dir, style).draws(schema, table):
+                found.append(style)
+        except (NotFoundError, UnprocessableError):  # removed meanwhile, or not XML
+            continue
+    return found

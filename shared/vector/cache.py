@@ -2,7 +2,10 @@
 
 A key holds the layer's data version: the table's insert/update/delete counters from
 PostgreSQL's statistics (they move a moment after a write commits), and an epoch that
-:meth:`VectorCache.drop` advances (the admin call, and the only way for a view's data).
+:meth:`VectorCache.drop` advances (the admin call, and the only way for a view's data). A
+watched layer's version is its epoch alone (:data:`WATCHED_KEY` lists them): its follower
+(:mod:`shared.seeding.follow`) drops the answers a change made stale, and only those, so an
+edit in one place keeps every other tile cached.
 All answers together stay within a byte budget (:class:`shared.cache.ByteBudget`).
 """
 
@@ -24,13 +27,21 @@ from shared.base.grid import TileAddress
 from shared.cache import ByteBudget
 from shared.vector.catalog import VectorLayer
 
-__all__ = ["VERSION_EVERY_S", "VectorCache", "drop_cached_tiles"]
+__all__ = [
+    "VERSION_EVERY_S",
+    "WATCHED_KEY",
+    "VectorCache",
+    "drop_cached_answers",
+    "drop_cached_tiles",
+]
 
 VERSION_EVERY_S = 1.0
 #: the byte budget of the cache's answers (:class:`shared.cache.ByteBudget`)
 _BUDGET = "vector"
 #: the kind of a vector tile's answer, in its key
 TILE_KIND = "mvt"
+#: the set of the watched layers' ids (kept by the follower and ``mapsvc watch``)
+WATCHED_KEY = "mapsvc:watch:layers"
 
 _VERSION_SQL = text(
     """
@@ -58,8 +69,14 @@ class VectorCache:
         known = self._versions.get(layer.id)
         if known is not None and time.monotonic() - known[0] < VERSION_EVERY_S:
             return known[1]
-        epoch = str(await self.client.get(f"mapsvc:vector:epoch:{layer.id}") or "0")
-        if layer.is_view:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(f"mapsvc:vector:epoch:{layer.id}")
+        pipe.sismember(WATCHED_KEY, layer.id)
+        got, watched = await pipe.execute()
+        epoch = str(got or "0")
+        if watched:
+            version = f"watched.{epoch}"
+        elif layer.is_view:
             version = f"view.{epoch}"
         else:
             async with engine.connect() as conn:
@@ -129,6 +146,21 @@ def drop_cached_tiles(
             tiles.append(tile)
     budget.drop(client, keys)
     return tiles
+
+
+def drop_cached_answers(client: redis.Redis, layer_id: str) -> int:
+    """Forget every cached answer of a layer that is not a tile (GeoJSON pages, OGC items), in
+    every data version of it; how many."""
+    budget = ByteBudget(_BUDGET, 0)
+    match = f"mapsvc:vector:*:{_glob_escape(layer_id)}:*"
+    tile = f"mapsvc:vector:{TILE_KIND}:"
+    keys = [
+        str(key)
+        for key, _ in client.zscan_iter(budget.books[0], match=match, count=1000)
+        if not str(key).startswith(tile) and str(key).split(":")[3] == layer_id
+    ]
+    budget.drop(client, keys)
+    return len(keys)
 
 
 def _glob_escape(text: str) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from sqlalchemy import event
+from sqlalchemy import event, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util.concurrency import await_, in_greenlet
@@ -38,12 +38,26 @@ from sqlalchemy.util.concurrency import await_, in_greenlet
 from shared.errors import UnavailableError
 from shared.settings import Settings
 
-__all__ = ["ReadPool", "local_timeout", "make_engine", "pyformat", "read_pool", "under_timeout"]
+__all__ = [
+    "ReadPool",
+    "conninfo",
+    "local_timeout",
+    "make_engine",
+    "pyformat",
+    "read_pool",
+    "under_timeout",
+]
 
 #: a bound parameter of SQLAlchemy's ``text()`` (its own pattern): ``:name``, not ``::type``
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
 
 _READ_POOLS: weakref.WeakKeyDictionary[Engine, ReadPool] = weakref.WeakKeyDictionary()
+
+
+def conninfo(database_url: str) -> str:
+    """A database URL (``MAPSVC_DATABASE_URL``'s form) as libpq's (psycopg's)."""
+    url = make_url(database_url)
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncEngine:
@@ -71,7 +85,7 @@ def make_engine(settings: Settings, *, connections: int | None = None) -> AsyncE
         },
     )
     pool = ReadPool(
-        engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
+        conninfo(settings.database_url),
         size=connections or settings.db_pool_size + settings.db_max_overflow,
         wait_s=settings.db_pool_timeout_s,
         # Planning a tile query with its values costs more than running it (PostGIS
