@@ -197,11 +197,13 @@ async def vector_tile_answer(
     """The answer of every vector tile route: the tile of ``features`` from the cache (made in
     PostGIS and kept on a miss, unless ``refresh``), ``204`` when empty, gzipped when the
     client accepts it. Its ``ETag`` is its bytes' (the gzipped answer's its own): it changes
-    only when they do, and ``If-None-Match`` naming it is ``304``."""
+    only when they do, and ``If-None-Match`` naming it is ``304``; a watched layer's tiles are
+    ``no-cache`` (a client asks again each time, and gets ``304`` while they are the same)."""
     svc = services(request)
     settings = svc.settings
     cache = svc.vector_cache
     use_cache, key, data = not refresh, "", None
+    watched = await cache.watched(svc.db, layer)
     if use_cache:
         version = await cache.version(svc.db, layer)
         key = cache.key(
@@ -227,7 +229,13 @@ async def vector_tile_answer(
             await cache.put(key, data)
     headers = {
         "X-Cache": status,
-        "Cache-Control": f"public, max-age={settings.vector.vtile_cache_ttl_s}",
+        # a watched layer's tile may change at any time: asked again each time, it is 304
+        # while its bytes are the same
+        "Cache-Control": (
+            "public, no-cache"
+            if watched
+            else f"public, max-age={settings.vector.vtile_cache_ttl_s}"
+        ),
         "Vary": "Accept-Encoding",
     }
     if not data:

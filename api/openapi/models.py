@@ -501,6 +501,10 @@ class TileJson(_TileJson):
 
     format: str
     vector_layers: list[VectorLayerEntry]
+    watched: bool = Field(
+        description="Its edits expire its tiles at once (docs/watch.md): follow "
+        "`/watches/{layer}/events` to draw it again"
+    )
 
 
 class BandStatistics(Answer):

@@ -243,7 +243,10 @@ async def get_datasource(
     """
     query.of(layer)
     path = f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"
-    return JSONResponse(tilejson(layer, tile_template(request, path, query, _CARRIED)))
+    svc = services(request)
+    watched = await svc.vector_cache.watched(svc.db, layer)
+    template = tile_template(request, path, query, _CARRIED)
+    return JSONResponse(tilejson(layer, template, watched=watched))
 
 
 async def get_vtile(request: Request, query: VectorTileQuery, layer: VectorLayer) -> Response:

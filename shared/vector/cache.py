@@ -59,6 +59,7 @@ class VectorCache:
         self.ttl_s = ttl_s
         self.budget = ByteBudget(_BUDGET, max_bytes)
         self._versions: dict[str, tuple[float, str]] = {}
+        self._watched: set[str] = set()
 
     async def version(self, engine: AsyncEngine, layer: VectorLayer) -> str:
         """The layer's data version (changes when its rows change, or on :meth:`drop`).
@@ -74,6 +75,7 @@ class VectorCache:
         pipe.sismember(WATCHED_KEY, layer.id)
         got, watched = await pipe.execute()
         epoch = str(got or "0")
+        (self._watched.add if watched else self._watched.discard)(layer.id)
         if watched:
             version = f"watched.{epoch}"
         elif layer.is_view:
@@ -85,6 +87,12 @@ class VectorCache:
             version = f"{stats}.{epoch}"
         self._versions[layer.id] = (time.monotonic(), version)
         return version
+
+    async def watched(self, engine: AsyncEngine, layer: VectorLayer) -> bool:
+        """Whether the layer is watched (as its version was read: at most
+        :data:`VERSION_EVERY_S` ago)."""
+        await self.version(engine, layer)
+        return layer.id in self._watched
 
     def key(
         self,

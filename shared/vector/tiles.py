@@ -77,8 +77,9 @@ async def vector_tile(
     return bytes(data or b"")
 
 
-def tilejson(layer: VectorLayer, tile_url: str) -> dict[str, Any]:
-    """The layer's description as TileJSON 3.0.0 (spec 2.5: ``format`` is ``vmt``)."""
+def tilejson(layer: VectorLayer, tile_url: str, *, watched: bool) -> dict[str, Any]:
+    """The layer's description as TileJSON 3.0.0 (spec 2.5: ``format`` is ``vmt``), and
+    whether it is ``watched`` (its edits expire its tiles at once)."""
     w, s, e, n = layer.bounds
     return {
         "tilejson": "3.0.0",
@@ -100,4 +101,5 @@ def tilejson(layer: VectorLayer, tile_url: str) -> dict[str, Any]:
                 "count": layer.count,
             }
         ],
+        "watched": watched,
     }

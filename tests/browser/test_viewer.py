@@ -14,6 +14,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import numpy as np
+import psycopg
 import pytest
 import redis
 from playwright.sync_api import (
@@ -42,7 +45,7 @@ from shared.base.grid import TileAddress
 from shared.raster.paths import encode_id
 from shared.settings import Settings
 from tests.checks import ADMIN_KEY, AUTH, PYPROJECT_VERSION
-from tests.conftest import served
+from tests.conftest import pg, served, settings_env
 from tests.layers import RGB, configure, decode, own_layer
 from tests.rasters import write_raster
 
@@ -901,3 +904,50 @@ def test_a_colour_map_by_name_draws_the_layer_and_no_legend_route_hides_the_lege
     assert len(wrong) == 1, tab.errors
     tab.errors.remove(wrong[0])
     _clean_but_a_missing_legend(tab, landed=False)
+
+
+def test_a_watched_layer_moves_on_the_map_without_a_reload(tab: Tab, settings: Settings) -> None:
+    layer = "public.live_points"
+    db = pg(settings.database_url)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(
+            "DROP TABLE IF EXISTS live_points; CREATE TABLE live_points (id serial PRIMARY KEY,"
+            " name text, geom geometry(Point, 4326));"
+            " INSERT INTO live_points (name, geom) VALUES ('mover', ST_Point(0, 0, 4326))"
+        )
+    assert httpx.put(f"{tab.base}/api-user/watches/{layer}", headers=AUTH).status_code == 200
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "follow"], env=settings_env(settings)
+    )
+    page = tab.page
+    try:
+        tab.open("/viewer#map=4/0/0")
+        sign_in(tab)
+        draw(page, layer)
+        # the view again (drawing a layer fits it), and a mark that a reload would lose
+        page.evaluate("() => { window.stayed = true; location.hash = 'map=4/0/0'; }")
+        page.wait_for_timeout(300)
+        before = canvas(page)
+        height, width, _ = before.shape
+        east = round(10 / 360 * 512 * 2**4)  # 10 degrees east at zoom 4 (512 px), in pixels
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("UPDATE live_points SET geom = ST_Point(10, 0, 4326)")
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while True:
+            after = canvas(page)
+            moved = (np.abs(after - before) > 30).any(axis=-1)
+            middle = moved[height // 2 - 4 : height // 2 + 5, width // 2 - 4 : width // 2 + 5]
+            there = moved[
+                height // 2 - 4 : height // 2 + 5, width // 2 + east - 4 : width // 2 + east + 5
+            ]
+            if middle.any() and there.any():
+                break
+            assert time.monotonic() < deadline, "the point did not move on the map"
+            time.sleep(0.2)
+        assert page.evaluate("() => window.stayed") is True  # no reload
+        shoot(page, "viewer-live.png")
+        tab.clean()
+    finally:
+        follower.terminate()
+        follower.wait(timeout=20)
+        httpx.delete(f"{tab.base}/api-user/watches/{layer}", headers=AUTH)

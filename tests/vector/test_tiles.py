@@ -49,7 +49,9 @@ def test_tilejson(vc: TestClient) -> None:
         "scheme",
         "tiles",
         "vector_layers",
+        "watched",
     }
+    assert tj["watched"] is False  # (tests/vector/test_watch.py watches a layer)
     assert (tj["tilejson"], tj["format"], tj["scheme"]) == ("3.0.0", "vmt", "xyz")
     assert tj["tiles"] == ["http://testserver/api-user/vtile/public.countries/{z}/{x}/{y}.pbf"]
     assert tj["bounds"] == pytest.approx([-180, -90, 180, 83.6451], abs=1e-3)

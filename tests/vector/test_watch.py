@@ -276,6 +276,15 @@ def test_the_raster_tiles_of_a_style_drawing_the_table_are_drawn_again(world: Wo
     assert httpx.get(url_of[tile_of(B)], headers=AUTH).headers["x-cache"] == "HIT"
 
 
+def test_a_watched_layer_says_so_and_its_tiles_are_asked_again_each_time(world: World) -> None:
+    tj = httpx.get(f"{world.api}/api-user/gis-datasource/{LAYER}", headers=AUTH).json()
+    assert tj["watched"] is True
+    r = world.tile(tile_of(B), **{"Accept-Encoding": "identity"})
+    assert r.headers["cache-control"] == "public, no-cache"  # then 304 while it is the same
+    other = httpx.get(f"{world.api}/api-user/vtile/public.test_points/0/0/0.pbf", headers=AUTH)
+    assert "max-age=3600" in other.headers["cache-control"]  # (private: not a public layer)
+
+
 def test_a_truncate_expires_everything(world: World) -> None:
     b = tile_of(B)
     assert world.tile(b).status_code == 200

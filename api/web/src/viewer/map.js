@@ -2,8 +2,9 @@
 // map), raster layers as tile sources, vector layers styled by their geometry type, and
 // PMTiles exports read from their download URL (the `pmtiles` protocol).
 import * as maplibregl from "maplibre-gl";
-import { api, authHeaders } from "./api.js";
+import { api, apiUrl, authHeaders } from "./api.js";
 import { openArchive, registerArchives } from "./archive.js";
+import { follow } from "./sse.js";
 
 registerArchives(maplibregl);
 
@@ -248,7 +249,25 @@ export class LayerMap {
     const sourceLayer = tilejson.vector_layers?.[0]?.id ?? entry.id;
     const layers = styleLayers(source, sourceLayer, entry.geometry_type, colour(entry.id));
     for (const layer of layers) this.map.addLayer(layer);
-    this.shown.set(key, { source, layers: layers.map((layer) => layer.id), vector: true });
+    const watching = tilejson.watched ? new AbortController() : null;
+    this.shown.set(key, { source, layers: layers.map((layer) => layer.id), vector: true, watching });
+    if (watching) this.followChanges(entry.id, source, tilejson.tiles, watching.signal);
+  }
+
+  /**
+   * Draw a watched layer's source again each time its data changes (its `layer-changed`
+   * lines): its tiles are `no-cache`, so the browser asks again and gets new bytes where the
+   * change was, `304` elsewhere.
+   */
+  followChanges(id, source, tiles, signal) {
+    const url = apiUrl(`watches/${encodeURIComponent(id)}/events`);
+    const redraw = () => this.map.getSource(source)?.setTiles(tiles);
+    follow(url, {
+      signal,
+      onEvent: ({ data }) => void (data.startsWith("layer-changed ") && redraw()),
+    }).catch(
+      () => {}, // no stream (every slot taken, or the API gone): the layer stays as drawn
+    );
   }
 
   /**
@@ -280,6 +299,7 @@ export class LayerMap {
     if (!shown) return;
     for (const id of shown.layers) this.map.removeLayer(id);
     this.map.removeSource(shown.source);
+    shown.watching?.abort();
     this.shown.delete(key);
   }
 
@@ -327,7 +347,8 @@ function vectorSource(tilejson) {
     minzoom: tilejson.minzoom ?? 0,
     maxzoom: tilejson.maxzoom ?? 14,
   };
-  if (tilejson.bounds) source.bounds = tilejson.bounds;
+  // a watched layer's data may move anywhere: its bounds as read once would hide it there
+  if (tilejson.bounds && !tilejson.watched) source.bounds = tilejson.bounds;
   return source;
 }
 
