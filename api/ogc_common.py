@@ -20,9 +20,13 @@ from shared.errors import NotFoundError
 from shared.raster.paths import RASTER_LAYER_EXAMPLE
 from shared.tiles.styles import StyleInfo
 from shared.vector.catalog import VectorLayer
+from shared.vector.cql import MAX_FILTER_CHARS, CqlFilter, parse_cql
+from shared.vector.query import parse_names
 
 __all__ = [
     "CRS84",
+    "Crs84",
+    "FeatureFilterQuery",
     "FEATURES_CONFORMANCE",
     "GEOJSON",
     "JSON",
@@ -244,6 +248,7 @@ FEATURES_CONFORMANCE: tuple[str, ...] = (
     _FILTER + "filter",
     _FILTER + "features-filter",
     _CQL2 + "cql2-text",
+    _CQL2 + "cql2-json",
     _CQL2 + "basic-cql2",
     _CQL2 + "advanced-comparison-operators",
     _CQL2 + "basic-spatial-functions",
@@ -256,3 +261,43 @@ GEOJSON = "application/geo+json"
 
 
 CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
+
+
+#: CRS84's URI, the one CRS of bounding boxes and filter geometries
+Crs84 = Literal["http://www.opengis.net/def/crs/OGC/1.3/CRS84"]
+
+
+class FeatureFilterQuery(Query):
+    """Which features and properties of a vector collection (OGC API – Features Part 3): what
+    items and vector tiles share."""
+
+    properties: str | None = Field(
+        None, min_length=1, description="Properties to return: `a,b`", examples=["name"]
+    )
+    filter: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_FILTER_CHARS,
+        description="A CQL2 condition, in CQL2-text or (`filter-lang=cql2-json`) CQL2-JSON; the"
+        " `queryables` may be named",
+        examples=["continent = 'Europe' AND pop_est > 10000000"],
+    )
+    filter_lang: Literal["cql2-text", "cql2-json"] | None = Field(
+        None, alias="filter-lang", description="The language of `filter` (default `cql2-text`)"
+    )
+    filter_crs: Crs84 | None = Field(
+        None, alias="filter-crs", description="The CRS of the filter's geometries (CRS84)"
+    )
+
+    def picked(self, layer: VectorLayer) -> tuple[tuple[str, ...] | None, CqlFilter | None]:
+        """The properties named (None: all) and the CQL2 filter (None: none) of ``layer``.
+
+        Raises:
+            InvalidInputError: a property ``layer`` lacks, or a filter it refuses.
+        """
+        cql = (
+            None
+            if self.filter is None
+            else parse_cql(self.filter, layer, self.filter_lang or "cql2-text")
+        )
+        return parse_names(self.properties, layer, "properties"), cql

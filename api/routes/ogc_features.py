@@ -1,5 +1,5 @@
 """OGC API – Features over the vector layers: Part 1 (core, GeoJSON, OAS 3.0) and Part 3's
-``filter`` in CQL2-text, with the queryables.
+``filter`` in CQL2-text or CQL2-JSON, with the queryables.
 
 A collection is a vector layer (``public.countries``); its items are the GeoJSON of
 ``/geojson/{layer}``, made by the same query (:func:`shared.vector.geojson.geojson`), with OGC
@@ -29,17 +29,17 @@ from api.answers import geojson_response
 from api.endpoint import Endpoint
 from api.fields import Clamped, Declared, Query, Text
 from api.links import keyed_link, keyed_url, route_path
-from api.ogc_common import CRS84, GEOJSON
+from api.ogc_common import CRS84, GEOJSON, Crs84, FeatureFilterQuery
 from api.openapi.answers import content
 from api.openapi.models import Feature, FeatureCollection, ref
 from api.services import services
 from shared.errors import InvalidInputError, NotFoundError
 from shared.params import parse_bbox
 from shared.vector.catalog import VectorLayer
-from shared.vector.cql import MAX_FILTER_CHARS, parse_cql, queryables
+from shared.vector.cql import queryables
 from shared.vector.features import open_geojson
 from shared.vector.geojson import GeoJsonParams, OgcMembers, geojson
-from shared.vector.query import LayerQuery, parse_names
+from shared.vector.query import LayerQuery
 
 __all__ = ["ENDPOINTS"]
 
@@ -47,7 +47,6 @@ __all__ = ["ENDPOINTS"]
 WEB_MERCATOR = "http://www.opengis.net/def/crs/EPSG/0/3857"
 #: the output CRSs offered, by URI: their EPSG codes
 _SRIDS = {CRS84: 4326, WEB_MERCATOR: 3857}
-_Crs84 = Literal["http://www.opengis.net/def/crs/OGC/1.3/CRS84"]
 _Crs = Literal[
     "http://www.opengis.net/def/crs/OGC/1.3/CRS84", "http://www.opengis.net/def/crs/EPSG/0/3857"
 ]
@@ -77,7 +76,7 @@ class ItemQuery(CollectionQuery):
     crs: _Crs | None = Field(None, description="Output CRS (default CRS84)")
 
 
-class ItemsQuery(CollectionQuery):
+class ItemsQuery(CollectionQuery, FeatureFilterQuery):
     """Which features of a collection, in which CRS, which page."""
 
     limit: Annotated[int, Clamped("vector.geojson_max_features"), Declared("limit")] = Field(
@@ -95,24 +94,8 @@ class ItemsQuery(CollectionQuery):
         description="minx,miny,maxx,maxy (or with minz, maxz: 6 numbers) in CRS84",
         examples=["-10,35,30,60"],
     )
-    bbox_crs: _Crs84 | None = Field(
+    bbox_crs: Crs84 | None = Field(
         None, alias="bbox-crs", description="The CRS of `bbox` (CRS84 only)"
-    )
-    properties: str | None = Field(
-        None, min_length=1, description="Properties to return: `a,b`", examples=["name"]
-    )
-    filter: str | None = Field(
-        None,
-        min_length=1,
-        max_length=MAX_FILTER_CHARS,
-        description="A CQL2-text condition (the `queryables` may be named)",
-        examples=["continent = 'Europe' AND pop_est > 10000000"],
-    )
-    filter_lang: Literal["cql2-text"] | None = Field(
-        None, alias="filter-lang", description="The language of `filter` (`cql2-text`)"
-    )
-    filter_crs: _Crs84 | None = Field(
-        None, alias="filter-crs", description="The CRS of the filter's geometries (CRS84)"
     )
     crs: _Crs | None = Field(None, description="Output CRS (default CRS84)")
 
@@ -171,19 +154,16 @@ def _headers(crs: str) -> dict[str, str]:
 async def get_ogc_items(request: Request, query: ItemsQuery) -> Response:
     """Features of a collection (OGC API – Features), as GeoJSON.
 
-    Filtered by ``bbox`` and a CQL2-text ``filter``, paged by ``limit`` and ``offset`` with
-    ``next``/``prev`` links; ``numberMatched`` counts every match.
+    Filtered by ``bbox`` and a CQL2 ``filter`` (text or JSON), paged by ``limit`` and
+    ``offset`` with ``next``/``prev`` links; ``numberMatched`` counts every match.
     """
     svc = services(request)
     settings = svc.settings.vector
     layer = await _collection(request, query.collectionId)
+    props, cql = query.picked(layer)
     crs = query.crs or CRS84
     params = GeoJsonParams(
-        query=LayerQuery(
-            props=parse_names(query.properties, layer, "properties"),
-            extent=_bbox(query.bbox),
-            cql=parse_cql(query.filter, layer) if query.filter is not None else None,
-        ),
+        query=LayerQuery(props=props, extent=_bbox(query.bbox), cql=cql),
         srid=_SRIDS[crs],
         limit=min(query.limit, settings.geojson_max_features),
         offset=query.offset,

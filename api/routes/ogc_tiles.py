@@ -30,6 +30,7 @@ from api.ogc_common import (
     TMS_ID,
     Collection,
     CollectionQuery,
+    FeatureFilterQuery,
     collection_id,
     collection_of,
     document,
@@ -72,9 +73,10 @@ class TilesetQuery(CollectionQuery, RenderQuery):
     )
 
 
-class OgcTileQuery(RenderQuery):
+class OgcTileQuery(RenderQuery, FeatureFilterQuery):
     """A tile of a collection: zoom, row, column (OGC's z/y/x); a raster collection drawn with
-    TiTiler's rendering parameters when given."""
+    TiTiler's rendering parameters when given, a vector one's features picked by ``filter``
+    and ``properties`` (as items are)."""
 
     collectionId: str = collection_id()  # noqa: N815 - OGC's name
     tileMatrixSetId: str = Field(  # noqa: N815 - OGC's name
@@ -234,7 +236,12 @@ async def get_ogc_tile(
             raise InvalidInputError(
                 "a vector collection's tiles are mvt", parameter=named, value=given
             )
-        return await vector_tile_answer(request, layer, LayerQuery(), tile, refresh=False)
+        props, cql = query.picked(layer)
+        features = LayerQuery(props=props, cql=cql)
+        return await vector_tile_answer(request, layer, features, tile, refresh=False)
+    picked = next((n for n in ("properties", "filter") if getattr(query, n) is not None), None)
+    if picked is not None:
+        raise InvalidInputError(f"{picked} is for vector collections", parameter=picked)
     if given == "mvt":
         raise InvalidInputError(
             "a raster collection's tiles are png, webp, jpg or jpeg", parameter=named, value=given

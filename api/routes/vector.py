@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 from pydantic import AfterValidator, Field, WithJsonSchema
@@ -22,9 +22,11 @@ from api.services import services
 from shared.base.grid import MAX_ZOOM, parse_tile
 from shared.params import parse_bbox
 from shared.vector.catalog import VectorLayer
+from shared.vector.cql import parse_cql
 from shared.vector.geojson import GeoJsonParams, geojson
 from shared.vector.query import (
     GEOMETRY_TYPES,
+    Condition,
     LayerQuery,
     check_geometry_type,
     parse_filter,
@@ -77,8 +79,15 @@ class FeaturesQuery(Query):
         None,
         min_length=1,
         description="Conditions `<field><op><value>` separated by `,`; `<op>` is `=`, `!=`,"
-        " `>=`, `<=`, `>`, `<` or `~` (contains, any case); `\\,` is a comma in a value",
+        " `>=`, `<=`, `>`, `<` or `~` (contains, any case); `\\,` is a comma in a value. With"
+        " `filter-lang`, a CQL2 filter (as OGC API – Features' items take it)",
         examples=["continent=Europe"],
+    )
+    filter_lang: Literal["cql2-text", "cql2-json"] | None = Field(
+        None,
+        alias="filter-lang",
+        description="The language of `filter`: `cql2-text` or `cql2-json` (absent: the"
+        " conditions above)",
     )
     extent: Box | None = Field(
         None,
@@ -101,8 +110,15 @@ class FeaturesQuery(Query):
             InvalidInputError: a field ``layer`` lacks, a filter that does not parse, an extent
                 that is not a box in degrees.
         """
+        filters: tuple[Condition, ...] = ()
+        cql = None
+        if self.filter_lang is not None and self.filter is not None:
+            cql = parse_cql(self.filter, layer, self.filter_lang)
+        else:
+            filters = parse_filter(self.filter, layer)
         return LayerQuery(
-            filters=parse_filter(self.filter, layer),
+            filters=filters,
+            cql=cql,
             props=parse_names(self.props, layer, "props"),
             extent=parse_bbox(self.extent, "extent") if self.extent is not None else None,
             ids=_ids(self.id),
@@ -160,10 +176,6 @@ class DatasourceQuery(FeaturesQuery):
     @property
     def reads_catalogue_again(self) -> bool:
         return self.nocache
-
-
-#: the parameters of a TileJSON carried into its tile URLs: those that shape the tiles
-_CARRIED = ("props", "filter", "extent", "id", "type", "sql")
 
 
 class CatalogueQuery(Query):
@@ -235,17 +247,17 @@ async def get_datasource(
 ) -> JSONResponse:
     """A vector layer as TileJSON 3.0.0 (spec 2.5, 4.9).
 
-    Its ``tiles`` is the vector tile endpoint, asked with the ``props``, ``filter``,
-    ``extent``, ``id``, ``type`` and ``sql`` given here (checked against the layer: ``400``
-    here rather than on every tile), and with the caller's ``api_key`` when it came as one.
-    TileJSON wants absolute tile URLs: under ``MAPSVC_PUBLIC_URL``, else the request's checked
-    host; this answer is never cached.
+    Its ``tiles`` is the vector tile endpoint, asked with the ``props``, ``filter`` (and
+    ``filter-lang``), ``extent``, ``id``, ``type`` and ``sql`` given here, in one form (checked
+    against the layer: ``400`` here rather than on every tile), and with the caller's
+    ``api_key`` when it came as one. TileJSON wants absolute tile URLs: under
+    ``MAPSVC_PUBLIC_URL``, else the request's checked host; this answer is never cached.
     """
-    query.of(layer)
+    features = query.of(layer)
     path = f"{api_prefix(request)}/vtile/{layer.id}/{{z}}/{{x}}/{{y}}.pbf"
     svc = services(request)
     watched = await svc.vector_cache.watched(svc.db, layer)
-    template = tile_template(request, path, query, _CARRIED)
+    template = tile_template(request, path, params=features.params())
     return JSONResponse(tilejson(layer, template, watched=watched))
 
 

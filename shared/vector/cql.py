@@ -1,7 +1,7 @@
-"""CQL2-text filters of a layer (OGC API – Features Part 3) as SQL conditions, and the
-layer's queryables.
+"""CQL2 filters of a layer (OGC API – Features Part 3), in CQL2-text or CQL2-JSON, as SQL
+conditions, and the layer's queryables.
 
-pygeofilter parses the text and its SQLAlchemy backend builds the condition over columns made
+pygeofilter parses the text (or the JSON) and its SQLAlchemy backend builds the condition over columns made
 from the catalogue's field names; it is compiled for PostgreSQL with named parameters, so every
 value of the filter reaches the database as a bound parameter (cast to its field's type) and
 every identifier comes from the catalogue. Its geometry literals (WKT) are read by GEOS, not
@@ -24,6 +24,7 @@ plan), and the spatial index can take it.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from pygeofilter.backends.evaluator import handle  # type: ignore[import-untyped
 from pygeofilter.backends.sqlalchemy.evaluate import (  # type: ignore[import-untyped]
     SQLAlchemyFilterEvaluator,
 )
+from pygeofilter.parsers.cql2_json import parse as parse_json  # type: ignore[import-untyped]
 from pygeofilter.parsers.cql2_text import parse  # type: ignore[import-untyped]
 from shapely.errors import ShapelyError  # type: ignore[import-untyped]
 from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -52,6 +54,7 @@ from shared.errors import InvalidInputError, MapsvcError
 from shared.vector.catalog import VectorLayer
 
 __all__ = [
+    "CQL_LANGS",
     "MAX_FILTER_CHARS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_VALUES",
@@ -62,6 +65,8 @@ __all__ = [
     "refusing",
 ]
 
+#: the languages of a filter (``filter-lang``)
+CQL_LANGS = ("cql2-text", "cql2-json")
 #: the longest filter taken (its SQL and its work stay small)
 MAX_FILTER_CHARS = 4000
 #: the most vertices of a filter's geometries, all of them together (a bound of their work
@@ -101,11 +106,14 @@ _PARENTHESES = re.compile(r"[()]")
 
 @dataclass(frozen=True)
 class CqlFilter:
-    """A filter: its text as given, and the SQL condition on the layer aliased ``t``."""
+    """A filter: its text (CQL2-text as given; CQL2-JSON in one form, keys sorted, no space:
+    one cache entry and one link for every spelling of it), its language, and the SQL
+    condition on the layer aliased ``t``."""
 
     text: str
     sql: str = field(compare=False)
     params: dict[str, Any] = field(compare=False)
+    lang: str = "cql2-text"
 
 
 class _Kind(UserDefinedType[Any]):
@@ -410,38 +418,73 @@ class _Evaluator(SQLAlchemyFilterEvaluator):  # type: ignore[misc]
         return sa.select(in_srid).scalar_subquery()
 
 
-def parse_cql(text: str, layer: VectorLayer) -> CqlFilter:
-    """The CQL2-text filter ``text`` of ``layer`` as an SQL condition.
+def parse_cql(text: str, layer: VectorLayer, lang: str = "cql2-text") -> CqlFilter:
+    """The CQL2 filter ``text`` of ``layer``, in ``lang`` (:data:`CQL_LANGS`), as an SQL
+    condition.
 
     Raises:
-        InvalidInputError: longer than :data:`MAX_FILTER_CHARS`, not CQL2-text (the parser's
-            message, shortened), past the bounds of its work (``detail.limit``), an unknown
-            field, a value of another type than its field's (``detail.field``), or what is not
-            supported here (``400``, ``detail.parameter`` is ``filter``).
+        InvalidInputError: longer than :data:`MAX_FILTER_CHARS`, not CQL2-text or CQL2-JSON
+            (the parser's message, shortened), past the bounds of its work (``detail.limit``),
+            an unknown field, a value of another type than its field's (``detail.field``), or
+            what is not supported here (``400``, ``detail.parameter`` is ``filter``).
     """
     text = text.strip()
     if len(text) > MAX_FILTER_CHARS:
         raise _refuse(f"at most {MAX_FILTER_CHARS} characters")
-    lifted, shapes = _lifted(text)
     try:
-        tree = parse(lifted)
-        if shapes:
-            _put_back(tree, shapes)
-    except LarkError as exc:
-        raise _refuse(f"not CQL2-text: {str(exc).splitlines()[0][:200]}") from None
-    except RecursionError:
-        raise _refuse("nested too deeply") from None
-    try:
+        tree, text = _json_tree(text) if lang == "cql2-json" else (_text_tree(text), text)
         _check_cost(tree)
         condition = _Evaluator(layer).evaluate(tree)
         if not isinstance(condition, ClauseElement):  # a bare value: TRUE, 'x'
             raise _refuse("not a condition")
-        return _compiled(text, condition)
+        return _compiled(text, condition, lang)
     except RecursionError:
         raise _refuse("nested too deeply") from None
 
 
-def _compiled(text: str, condition: ClauseElement) -> CqlFilter:
+def _text_tree(text: str) -> Any:
+    """The tree of a CQL2-text filter (its WKT read by GEOS, not by the parser)."""
+    lifted, shapes = _lifted(text)
+    try:
+        tree = parse(lifted)
+    except LarkError as exc:
+        raise _refuse(f"not CQL2-text: {str(exc).splitlines()[0][:200]}") from None
+    if shapes:
+        _put_back(tree, shapes)
+    return tree
+
+
+def _json_tree(text: str) -> tuple[Any, str]:
+    """The tree of a CQL2-JSON filter, and the filter in one form (keys sorted, no space)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _refuse(f"not JSON: {str(exc)[:200]}") from None
+    try:
+        tree = parse_json(_boxes_as_polygons(data))
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise _refuse(f"not CQL2-JSON: {str(exc)[:200]}") from None
+    return tree, json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _boxes_as_polygons(data: Any) -> Any:
+    """``data`` with each ``{"bbox": [w, s, e, n]}`` a GeoJSON polygon (pygeofilter reads a
+    bbox's numbers in another order)."""
+    if isinstance(data, list):
+        return [_boxes_as_polygons(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    box = data.get("bbox")
+    if len(data) == 1 and isinstance(box, list) and len(box) in (4, 6):
+        half = len(box) // 2
+        w, s, e, n = (*box[:half][:2], *box[half:][:2])
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (w, s, e, n)):
+            ring = [[w, s], [e, s], [e, n], [w, n], [w, s]]
+            return {"type": "Polygon", "coordinates": [ring]}
+    return {key: _boxes_as_polygons(value) for key, value in data.items()}
+
+
+def _compiled(text: str, condition: ClauseElement, lang: str) -> CqlFilter:
     """The condition as SQL text with its values bound as ``:cqlN`` (no name of another
     condition of the query)."""
     numbers = itertools.count()
@@ -452,7 +495,7 @@ def _compiled(text: str, condition: ClauseElement) -> CqlFilter:
 
     condition = visitors.cloned_traverse(condition, {}, {"bindparam": rename})
     compiled = condition.compile(dialect=_DIALECT, compile_kwargs={"render_postcompile": True})
-    return CqlFilter(text, str(compiled), dict(compiled.params))
+    return CqlFilter(text, str(compiled), dict(compiled.params), lang)
 
 
 def _schema(kind: str) -> dict[str, Any]:

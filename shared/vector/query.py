@@ -81,7 +81,7 @@ class LayerQuery:
         if self.named_query is not None:
             params.append(("sql", self.named_query))
         if self.cql is not None:
-            params += [("filter-lang", "cql2-text"), ("filter", self.cql.text)]
+            params += [("filter-lang", self.cql.lang), ("filter", self.cql.text)]
         return params
 
 

@@ -215,7 +215,8 @@ def test_bad_filters_are_400_naming_filter(oc: TestClient, cql: str, said: str) 
 
 def test_other_filter_languages_and_parameters_are_refused(oc: TestClient) -> None:
     for params, parameter in (
-        ({"filter": "id = 1", "filter-lang": "cql2-json"}, "filter-lang"),
+        ({"filter": "id = 1", "filter-lang": "ecql"}, "filter-lang"),
+        ({"filter": "id = 1", "filter-lang": "cql2-json"}, "filter"),  # not JSON
         ({"filter": "id = 1", "filter-crs": "EPSG:3857"}, "filter-crs"),
         ({"f": "html"}, "f"),
         ({"limit": "0"}, "limit"),
