@@ -224,6 +224,7 @@ async def vector_tile_answer(
             max_features=settings.vector.vtile_max_features,
             timeout_ms=settings.vector.statement_timeout_ms,
             filter_timeout_ms=settings.vector.filter_timeout_ms,
+            simplify_px=layer.simplify_px(settings.vector.vtile_simplify_px),
         )
         if use_cache:
             await cache.put(key, data)

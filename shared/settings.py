@@ -531,6 +531,14 @@ class VectorSettings(Concern):
     vtile_max_features: int = Field(
         default=20000, ge=1, description="Most features in one vector tile"
     )
+    vtile_simplify_px: float = Field(
+        default=0.5,
+        ge=0,
+        le=16,
+        description="How far a vector tile's lines and outlines may be simplified, in pixels of "
+        "its zoom (256 px tiles; points never are; `0`: not at all); a layer's `simplify` in the "
+        "layer config file says otherwise for it",
+    )
     vtile_cache_ttl_s: int = Field(
         default=3600, ge=0, description="How long vector tiles and GeoJSON answers are cached"
     )

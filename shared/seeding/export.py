@@ -307,6 +307,7 @@ class _VectorTiles:
                 tile,
                 max_features=self.settings.vtile_max_features,
                 timeout_ms=self.settings.statement_timeout_ms,
+                simplify_px=self.layer.simplify_px(self.settings.vtile_simplify_px),
             )
             for tile in tiles
         )

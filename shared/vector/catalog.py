@@ -54,6 +54,15 @@ class VectorLayer:
     maxzoom: int
     is_view: bool
     queries: dict[str, str] = field(default_factory=dict)
+    #: the simplification of its tiles, in pixels of each zoom (None: the service's)
+    simplify: float | None = None
+
+    def simplify_px(self, default: float) -> float:
+        """How far its tiles' lines and outlines may be moved, in pixels of the zoom
+        (``simplify`` of the layer config file, else ``default``); points never are."""
+        if "POINT" in self.geometry_type.upper():
+            return 0.0
+        return self.simplify if self.simplify is not None else default
 
     @property
     def relation(self) -> str:
@@ -78,7 +87,8 @@ class VectorLayer:
 
 def load_config(path: Path | None) -> dict[str, Any]:
     """The layer config file: ``{"layers": {"<alias>": {"table": "schema.table", "minzoom": 0,
-    "maxzoom": 14, "queries": {"<name>": "<SQL condition>"}}}}`` (all optional).
+    "maxzoom": 14, "simplify": 1.0, "queries": {"<name>": "<SQL condition>"}}}}`` (all
+    optional).
 
     Raises:
         UnprocessableError: the file is not valid JSON of that shape.
@@ -238,4 +248,5 @@ class Catalogue:
             maxzoom=int(conf.get("maxzoom", DEFAULT_MAXZOOM)),
             is_view=row["relkind"] in ("v", "m"),
             queries={str(k): str(v) for k, v in conf.get("queries", {}).items()},
+            simplify=float(conf["simplify"]) if conf.get("simplify") is not None else None,
         )

@@ -1,17 +1,17 @@
 """CQL2 filters of a layer (OGC API – Features Part 3), in CQL2-text or CQL2-JSON, as SQL
 conditions, and the layer's queryables.
 
-pygeofilter parses the text (or the JSON) and its SQLAlchemy backend builds the condition over columns made
-from the catalogue's field names; it is compiled for PostgreSQL with named parameters, so every
-value of the filter reaches the database as a bound parameter (cast to its field's type) and
-every identifier comes from the catalogue. Its geometry literals (WKT) are read by GEOS, not
-tokenised by the parser (:func:`_lifted`: ~5 µs of CPU a token, milliseconds a polygon). What
-is understood: comparisons of a property with a value (``=``, ``<>``, ``<``, ``<=``, ``>``,
-``>=``), ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``[NOT] LIKE``, ``[NOT] BETWEEN``, ``[NOT]
-IN``, ``DATE``/``TIMESTAMP`` values, and the spatial functions (``S_INTERSECTS``, ``S_WITHIN``…
-and ``S_INTERSECTS(geom, BBOX(...))``) of the geometry (its column's name, or ``geometry``)
-with a geometry in CRS84. Anything else (functions, arithmetic, temporal functions, two
-properties compared) is a ``400``.
+pygeofilter parses the text (or the JSON) and its SQLAlchemy backend builds the condition over
+columns made from the catalogue's field names; it is compiled for PostgreSQL with named parameters,
+so every value of the filter reaches the database as a bound parameter (cast to its field's type)
+and every identifier comes from the catalogue. Its geometry literals (WKT) are read by GEOS, not
+tokenised by the parser (:func:`_lifted`: ~5 µs of CPU a token, milliseconds a polygon). What is
+understood: comparisons of a property with a value (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``),
+``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``[NOT] LIKE``, ``[NOT] BETWEEN``, ``[NOT] IN``,
+``DATE``/``TIMESTAMP`` values, and the spatial functions (``S_INTERSECTS``, ``S_WITHIN``… and
+``S_INTERSECTS(geom, BBOX(...))``) of the geometry (its column's name, or ``geometry``) with a
+geometry in CRS84. Anything else (functions, arithmetic, temporal functions, two properties
+compared) is a ``400``.
 
 Before any SQL is made, a filter is held to its layer's queryables (a value of another type
 than its field's, ``pop_est = true``, is a ``400`` naming the field) and to bounds of its work:

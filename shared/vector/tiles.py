@@ -17,6 +17,8 @@ from shared.vector.query import LayerQuery, where_sql
 __all__ = ["EXTENT", "tilejson", "vector_tile"]
 
 EXTENT, BUFFER = 4096, 64
+#: the width of the Web Mercator world, in metres
+_WORLD_M = 2 * 20037508.342789244
 
 
 @timed(VECTOR_SECONDS.labels("tile"))
@@ -29,8 +31,12 @@ async def vector_tile(
     max_features: int,
     timeout_ms: int,
     filter_timeout_ms: int | None = None,
+    simplify_px: float = 0.0,
 ) -> bytes:
-    """One tile: a single MVT layer named after the layer id (empty bytes when no feature).
+    """One tile: a single MVT layer named after the layer id (empty bytes when no feature);
+    its lines and outlines simplified (Douglas-Peucker, topology of each kept) by
+    ``simplify_px`` pixels of the tile's zoom, so that a low zoom of a large polygon layer
+    stays small and quick.
 
     One statement, through the engine's read pool (see :mod:`shared.vector.db`): planned once
     per connection, generically, as planning it with each tile's values costs more than
@@ -44,7 +50,10 @@ async def vector_tile(
         UnavailableError: the statement timeout passed, or the database failed.
     """
     where, params = where_sql(layer, query)
-    geom = f"t.{ident(layer.geometry_column)}"
+    geom = f"ST_Transform(t.{ident(layer.geometry_column)}, 3857)"
+    if simplify_px > 0:
+        geom = f"ST_Simplify({geom}, CAST(:tolerance AS float8), true)"
+    column = f"t.{ident(layer.geometry_column)}"
     names = query.props if query.props is not None else tuple(layer.fields)
     columns = "".join(f", t.{ident(n)}" for n in names)
     sql = f"""
@@ -52,10 +61,10 @@ async def vector_tile(
             SELECT ST_TileEnvelope(CAST(:z AS int), CAST(:x AS int), CAST(:y AS int)) AS b
         ),
         features AS (
-            SELECT ST_AsMVTGeom(ST_Transform({geom}, 3857), bounds.b, {EXTENT}, {BUFFER}, true)
+            SELECT ST_AsMVTGeom({geom}, bounds.b, {EXTENT}, {BUFFER}, true)
                    AS mvt_geom{columns}
             FROM {layer.relation} t, bounds
-            WHERE {geom} && ST_Transform(bounds.b, {layer.srid}) AND {where}
+            WHERE {column} && ST_Transform(bounds.b, {layer.srid}) AND {where}
             LIMIT :max_features
         )
         SELECT ST_AsMVT(features.*, :name, {EXTENT}, 'mvt_geom') FROM features
@@ -68,6 +77,8 @@ async def vector_tile(
         "y": tile.y,
         "name": layer.id,
         "max_features": max_features,
+        # metres of the zoom's pixels (256 px tiles)
+        "tolerance": simplify_px * _WORLD_M / (256 << tile.z),
     }
     own_ms = own_timeout(query, timeout_ms, filter_timeout_ms)
     try:

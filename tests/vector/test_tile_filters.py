@@ -12,8 +12,10 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
+from api.app import create_app
 from shared.settings import Settings
 from tests.checks import assert_error
+from tests.conftest import admin_client
 from tests.layers import RGB, configure
 from tests.vector.test_tiles import decode
 
@@ -115,3 +117,49 @@ def test_a_raster_collection_s_tiles_take_no_filter(vc: TestClient, raster_layer
     r = vc.get(url, params={"filter": "a = 1"})
     assert r.status_code == 400, r.text
     assert assert_error(r.json(), "invalid-input")["detail"]["parameter"] == "filter"
+
+
+def _simplify(settings: Settings, px: float, **more: object) -> Settings:
+    vector = settings.vector.model_copy(update={"vtile_simplify_px": px, **more})
+    return settings.model_copy(update={"vector": vector})
+
+
+def _tile_of(settings: Settings, path: str) -> bytes:
+    with admin_client(create_app(settings)) as client:
+        r = client.get(path, headers={"Accept-Encoding": "identity"}, params={"nocache": 1})
+        assert r.status_code == 200, r.text
+        return r.content
+
+
+def test_low_zooms_of_polygons_are_simplified_by_pixels_of_their_zoom(
+    settings: Settings, vector_tables: str, tmp_path: Path
+) -> None:
+    countries = "/api-user/vtile/public.countries/1/1/0.pbf"
+    exact = _tile_of(_simplify(settings, 0), countries)
+    simple = _tile_of(_simplify(settings, 2), countries)
+    assert len(simple) < 0.8 * len(exact), (len(simple), len(exact))
+    shapes = {}
+    for name, data in (("exact", exact), ("simple", simple)):
+        (tmp_path / name).mkdir()
+        shapes[name] = decode(data, 1, 1, 0, tmp_path / name, "public.countries")
+    # every country is still there (a small one kept whole), each outline still a polygon
+    assert {f["name"] for f in shapes["simple"]} == {f["name"] for f in shapes["exact"]}
+    # points are never moved
+    points = "/api-user/vtile/public.test_points/0/0/0.pbf"
+    assert _tile_of(_simplify(settings, 4), points) == _tile_of(_simplify(settings, 0), points)
+
+
+def test_a_layer_s_own_simplification_wins(
+    settings: Settings, vector_tables: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "layers.json"
+    exact = {"table": "public.countries", "simplify": 0}
+    config.write_text(json.dumps({"layers": {"exact": exact}}))
+    mine = _tile_of(_simplify(settings, 2, config=config), "/api-user/vtile/exact/1/1/0.pbf")
+    plain = _tile_of(_simplify(settings, 0), "/api-user/vtile/public.countries/1/1/0.pbf")
+    shapes = []
+    for name, data in (("exact", mine), ("public.countries", plain)):
+        (tmp_path / name).mkdir()
+        found = decode(data, 1, 1, 0, tmp_path / name, "public.countries")
+        shapes.append(sorted((f["name"], bytes(f["geometry"])) for f in found))
+    assert shapes[0] == shapes[1]  # the alias's own 0 wins over the service's 2
