@@ -33,6 +33,7 @@ from shared.settings import Settings
 from shared.vector.watch import Change
 from tests.checks import AUTH, assert_error
 from tests.conftest import free_port, pg, served, settings_env
+from tests.interop.gdal import run
 from tests.vector.test_tiles import decode
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx")
@@ -356,3 +357,25 @@ def test_changes_of_a_layer_are_taken_together_and_bounded() -> None:
     assert c.boxes is not None
     assert len(c.boxes) <= 100
     assert c.bbox == [0, 0, 49.99, 0]  # every change still covered
+
+
+def test_gdal_s_oapif_and_mvt_readers_see_an_edit_at_once(world: World, tmp_path: Path) -> None:
+    """What QGIS reads through GDAL: the items (OAPIF, from the API's cached pages) and a
+    vector tile (MVT, through the front), each read by a fresh ``ogr2ogr``."""
+    tile = tile_of(B)
+    z, x, y = tile.split("/")
+
+    def read(source: str, *options: str) -> set[str]:
+        out = tmp_path / f"read-{time.monotonic_ns()}.geojson"
+        run("ogr2ogr", "-f", "GeoJSON", *options, str(out), source, LAYER)
+        return {str(f["properties"]["name"]) for f in json.loads(out.read_text())["features"]}
+
+    oapif = f"OAPIF:{world.base}/api-user/ogc"
+    mvt = f"/vsicurl/{world.base}/api-user/vtile/{LAYER}/{tile}.pbf"
+    tile_options = ("-oo", f"X={x}", "-oo", f"Y={y}", "-oo", f"Z={z}")
+    before_items, before_tile = read(oapif), read(mvt, *tile_options)
+    assert "gdal" not in before_items | before_tile
+    world.sql("INSERT INTO watch_points (name, geom) VALUES ('gdal', ST_Point(%s, %s, 4326))", B)
+    world.settled()
+    assert read(oapif) == before_items | {"gdal"}
+    assert read(mvt, *tile_options) == before_tile | {"gdal"}
