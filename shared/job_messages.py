@@ -163,6 +163,8 @@ class Sweep(JobMessage):
         front: the nginx front's vector tiles: ``folder``, ``patterns`` and the layer's
             ``names`` (its id and aliases: see
             :func:`~shared.vector.front_cache.drop_front_tiles`); None: not looked at.
+        answers: a vector layer's other cached answers go too (GeoJSON pages, OGC items: its
+            data changed).
     """
 
     layer: str
@@ -175,3 +177,4 @@ class Sweep(JobMessage):
     stores: list[str] = field(default_factory=lambda: ["file"])
     rerender: bool = False
     front: dict[str, Any] | None = None
+    answers: bool = False

@@ -100,8 +100,10 @@ async def _sweep(
     variants: list[str] | None = None,
     langs: list[str] | None = None,
     rerender: bool = False,
+    changed: bool = False,
 ) -> Response | JobStart:
-    """The plan (``dryrun=1``) or the job of a sweep of ``layer`` (named ``query.id``)."""
+    """The plan (``dryrun=1``) or the job of a sweep of ``layer`` (named ``query.id``); a
+    vector layer whose data ``changed`` loses its other cached answers too."""
     if query.dryrun:
         return JSONResponse(
             await run_in_threadpool(plan_sweep, tiles, query.minzoom, query.maxzoom)
@@ -125,6 +127,7 @@ async def _sweep(
         stores,
         rerender,
         {**svc.front_vtiles, "names": names} if vector else None,
+        answers=changed and vector,
     )
     if not vector:
         for name in sweep.stores:
@@ -199,7 +202,7 @@ async def post_layer_expire(
         tiles = CoverageTiles(coverage)
     stores = ["file"] if services(request).tile_stores.s3 is None else ["file", "s3"]
     rerender = query.mode == "rerender"
-    return await _sweep(request, query, layer, tiles, stores, rerender=rerender)
+    return await _sweep(request, query, layer, tiles, stores, rerender=rerender, changed=True)
 
 
 #: who may truncate or expire: an operator of the layer, and of the layer of its coverage

@@ -47,7 +47,7 @@ from shared.seeding.tile_sets import CoverageTiles
 from shared.seeding.truncate import run_sweep
 from shared.tiles.stores import TileStores
 from shared.tiles.styles import styles_drawing
-from shared.vector.cache import WATCHED_KEY, drop_cached_answers
+from shared.vector.cache import WATCHED_KEY
 from shared.vector.watch import CHANNEL, Change, changes_after, install, prune, watched
 
 __all__ = [
@@ -288,13 +288,12 @@ class Follower:
         front = None if self.front is None else {**self.front, "names": [change.layer]}
         report = _Quiet()
         found = run_sweep(
-            Sweep(change.layer, True, tiles, 0, MAX_ZOOM + 1, front=front),
+            Sweep(change.layer, True, tiles, 0, MAX_ZOOM + 1, front=front, answers=True),
             report,
             stores=self.stores,
             client=self.client,
         )
         dropped = int(found["removed"])
-        drop_cached_answers(self.client, change.layer)
         schema, _, table = change.layer.partition(".")
         stores = ["file"] + (["s3"] if self.stores.s3 is not None else [])
         for style in styles_drawing(self.mapnik_dir, schema, table):

@@ -165,7 +165,7 @@ def _vector(run: _Run, client: redis.Redis, tiles: TileSet) -> dict[str, Any]:
             return False
         return bool(tiles.meets(tile.z, np.array([tile.x]), np.array([tile.y]))[0])
 
-    api = drop_cached_tiles(client, sweep.layer, wanted)
+    api = drop_cached_tiles(client, sweep.layer, wanted, answers=sweep.answers)
     run.report.line(f"API vector cache: {len(api)} tiles removed")
     front = None
     if sweep.front is not None:

@@ -31,7 +31,6 @@ __all__ = [
     "VERSION_EVERY_S",
     "WATCHED_KEY",
     "VectorCache",
-    "drop_cached_answers",
     "drop_cached_tiles",
 ]
 
@@ -126,49 +125,49 @@ class VectorCache:
 
 
 def drop_cached_tiles(
-    client: redis.Redis, layer_id: str, wanted: Callable[[TileAddress], bool]
+    client: redis.Redis,
+    layer_id: str,
+    wanted: Callable[[TileAddress], bool],
+    *,
+    answers: bool = False,
 ) -> list[TileAddress]:
-    """Forget the cached tiles of a layer that ``wanted`` picks, in every data version of it.
+    """Forget the cached tiles of a layer that ``wanted`` picks, in every data version of it,
+    and with ``answers`` every other cached answer of it too (GeoJSON pages, OGC items: what
+    a change of its data makes stale).
 
-    The cache's books (:class:`ByteBudget`) list every answer it holds: their tiles of the layer
-    are read there (``ZSCAN``, never the whole key space), and dropped from the books too.
+    The cache's books (:class:`ByteBudget`) list every answer it holds: the layer's are read
+    there in one pass (``ZSCAN``, never the whole key space), and dropped from the books too.
 
     Args:
         client: a Redis client that decodes responses.
         layer_id: the vector layer's id.
         wanted: whether a cached tile is to go.
+        answers: its answers that are not tiles go too.
 
     Returns:
         The tiles dropped (one per answer: a tile asked with other parameters counts again).
     """
     budget = ByteBudget(_BUDGET, 0)
-    match = f"mapsvc:vector:{TILE_KIND}:{_glob_escape(layer_id)}:*"
+    match = f"mapsvc:vector:*:{_glob_escape(layer_id)}:*"
     keys, tiles = [], []
-    for key, _ in client.zscan_iter(budget.books[0], match=match, count=1000):
-        name = str(key).rsplit(":", 2)
+    for found, _ in client.zscan_iter(budget.books[0], match=match, count=1000):
+        key = str(found)
+        parts = key.split(":")
+        if len(parts) < 5 or parts[3] != layer_id:
+            continue  # another layer's, whose id ends as this one's
+        if parts[2] != TILE_KIND:
+            if answers:
+                keys.append(key)
+            continue
+        name = key.rsplit(":", 2)
         if len(name) != 3 or name[1].count("/") != 2:
             continue  # an answer cached before tiles were named in keys
         tile = TileAddress(*(int(part) for part in name[1].split("/")))
         if wanted(tile):
-            keys.append(str(key))
+            keys.append(key)
             tiles.append(tile)
     budget.drop(client, keys)
     return tiles
-
-
-def drop_cached_answers(client: redis.Redis, layer_id: str) -> int:
-    """Forget every cached answer of a layer that is not a tile (GeoJSON pages, OGC items), in
-    every data version of it; how many."""
-    budget = ByteBudget(_BUDGET, 0)
-    match = f"mapsvc:vector:*:{_glob_escape(layer_id)}:*"
-    tile = f"mapsvc:vector:{TILE_KIND}:"
-    keys = [
-        str(key)
-        for key, _ in client.zscan_iter(budget.books[0], match=match, count=1000)
-        if not str(key).startswith(tile) and str(key).split(":")[3] == layer_id
-    ]
-    budget.drop(client, keys)
-    return len(keys)
 
 
 def _glob_escape(text: str) -> str:

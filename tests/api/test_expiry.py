@@ -331,7 +331,12 @@ def test_a_vector_layer_s_cached_tiles_are_removed_from_the_api_cache(
     r = client.get(f"/api-user/vtile/{layer}/2/1/1.pbf", params={"props": "name"})
     assert r.status_code in (200, 204)  # the same tile asked otherwise: its own answer
     assert cached_vector_tiles(rdb, layer) >= set(asked)
+    page = f"/api-user/geojson/{layer}?limit=2"
+    client.get(page)
+    assert client.get(page).headers["x-cache"] == "HIT"
     result = finished(client, expire(client, layer, "2/1/1\n"))
+    # its data changed: its GeoJSON answers go too (they are no tile of anywhere)
+    assert client.get(page).headers["x-cache"] == "MISS"
     # 2/1/1 twice (two answers) and its child 3/2/2 at least (other tests may have cached more
     # answers of them); 2/2/1 and 3/4/2 are not in its family
     assert result["vector_cache"] == result["removed"] >= 3
@@ -351,6 +356,7 @@ def test_a_vector_layer_s_cached_tiles_are_removed_from_the_api_cache(
     assert "3/4/2" not in cached_vector_tiles(rdb, layer)
     assert "2/2/1" in cached_vector_tiles(rdb, layer)
     assert result["vector_cache"] >= 1
+    assert client.get(page).headers["x-cache"] == "HIT"  # a truncation changed no data
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx")
