@@ -13,6 +13,7 @@ import json
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from shared.errors import (
     ConflictError,
     InvalidInputError,
     NotFoundError,
+    TooManyRequestsError,
     UnavailableError,
 )
 from shared.jobs import FINISH_CANCELLED, JobRecord, JobStore
@@ -198,19 +200,32 @@ class JobService:
             timeout_s=settings.jobs.stream_redis_wait_s,
         )
         self.open_streams = 0
+        #: the streams each caller has open (a caller with none has no entry)
+        self.callers_streams: Counter[str] = Counter()
 
     async def aclose(self) -> None:
         """Close the connections of the stream pool."""
         await self.stream_pool.aclose()
 
     @asynccontextmanager
-    async def event_stream(self) -> AsyncIterator[aioredis.Redis]:
-        """One SSE stream's slot and the Redis client it reads through, for the block.
+    async def event_stream(self, caller: str) -> AsyncIterator[aioredis.Redis]:
+        """One SSE stream's slot of ``caller`` (a principal's id, or ``address:<ip>``) and the
+        Redis client it reads through, for the block.
 
         Raises:
+            TooManyRequestsError: ``caller`` has ``MAPSVC_SSE_STREAMS_PER_CALLER`` streams open
+                in this process (``retry_after_s``): one caller never takes every slot.
             UnavailableError: ``MAPSVC_SSE_MAX_STREAMS`` streams are open in this process, or
                 the stream pool has no free connection (both with ``retry_after_s``).
         """
+        mine = self.settings.jobs.sse_streams_per_caller
+        if self.callers_streams[caller] >= mine:
+            raise TooManyRequestsError(
+                f"{mine} event streams of yours are open, the most one caller may have: close"
+                " one, or try again later",
+                retry_after_s=_SSE_RETRY_AFTER_S,
+                limit=mine,
+            )
         limit = self.settings.jobs.sse_max_streams
         if self.open_streams >= limit:
             raise UnavailableError(
@@ -219,11 +234,15 @@ class JobService:
                 limit=limit,
             )
         self.open_streams += 1
+        self.callers_streams[caller] += 1
         try:
             async with held_client(self.stream_pool) as client:
                 yield client
         finally:
             self.open_streams -= 1
+            self.callers_streams[caller] -= 1
+            if not self.callers_streams[caller]:
+                del self.callers_streams[caller]
 
     async def enqueue(
         self,

@@ -24,6 +24,7 @@ from api.fields import Query, stream_entry
 from api.jobs import JobService
 from api.openapi.answers import content
 from api.openapi.models import Schema, SseEvent, ref
+from api.quotas import caller_of
 from shared import events
 from shared.errors import InvalidInputError
 
@@ -158,7 +159,7 @@ async def sse_response(
     keepalive_s = jobs.settings.jobs.sse_keepalive_s
     max_duration_s = jobs.settings.jobs.sse_max_duration_s
     resources = AsyncExitStack()
-    client = await resources.enter_async_context(jobs.event_stream())
+    client = await resources.enter_async_context(jobs.event_stream(caller_of(request.scope)))
 
     async def body() -> AsyncIterator[str]:
         yield ": mapsvc event stream\n\n"

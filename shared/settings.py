@@ -644,6 +644,12 @@ class JobSettings(Concern):
         ge=1,
         description="SSE streams open at once per API process; past it `503` with `Retry-After: 5`",
     )
+    sse_streams_per_caller: int = Field(
+        default=8,
+        ge=1,
+        description="SSE streams one caller (a principal, or an anonymous client's address) may "
+        "have open at once per API process; past it `429` with `Retry-After: 5`",
+    )
     sse_max_duration_s: float = Field(
         default=3600.0,
         gt=0,

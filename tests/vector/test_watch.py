@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -379,3 +380,30 @@ def test_gdal_s_oapif_and_mvt_readers_see_an_edit_at_once(world: World, tmp_path
     world.settled()
     assert read(oapif) == before_items | {"gdal"}
     assert read(mvt, *tile_options) == before_tile | {"gdal"}
+
+
+def test_one_caller_never_takes_every_event_stream(world: World, settings: Settings) -> None:
+    """An anonymous client (counted by its address) opens streams of the public layer until
+    its share is gone: its next one is ``429``; another caller still gets one; closing one
+    gives the share back."""
+    mine = settings.jobs.sse_streams_per_caller
+    url = f"{world.api}/api-user/watches/{LAYER}/events"
+    with ExitStack() as streams, httpx.Client(timeout=10) as client:
+        for _ in range(mine):
+            r = streams.enter_context(client.stream("GET", url))
+            assert r.status_code == 200
+        with client.stream("GET", url) as refused:
+            refused.read()
+            assert refused.status_code == 429
+            assert refused.headers["retry-after"] == "5"
+            assert assert_error(refused.json(), "rate-limited")["detail"]["limit"] == mine
+        with client.stream("GET", url, headers=AUTH) as other:
+            assert other.status_code == 200  # another caller: its own share
+        streams.close()
+        deadline = time.monotonic() + 5
+        while True:  # the server sees the closed connections a moment later
+            with client.stream("GET", url) as again:
+                if again.status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the streams were not given back"
+            time.sleep(0.2)
