@@ -58,6 +58,7 @@ __all__ = [
     "LayerChange",
     "coalesce",
     "layer_stream",
+    "merged",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,10 +107,15 @@ class LayerChange:
 def coalesce(changes: Iterable[Change], most: int = MAX_BOXES) -> list[LayerChange]:
     """The changes by layer, in the order they first came: their boxes together, grown into
     coarser cells past ``most``; a ``TRUNCATE`` (no box) makes the layer's change everywhere."""
+    return merged((LayerChange(c.layer, c.boxes, 1) for c in changes), most)
+
+
+def merged(changes: Iterable[LayerChange], most: int = MAX_BOXES) -> list[LayerChange]:
+    """Layers' changes merged by layer (:func:`coalesce`'s rules)."""
     found: dict[str, LayerChange] = {}
     for change in changes:
         layer = found.setdefault(change.layer, LayerChange(change.layer))
-        layer.changes += 1
+        layer.changes += change.changes
         if layer.boxes is None:
             continue
         if change.boxes is None:
@@ -251,10 +257,10 @@ class Follower:
         """Expire every change after the position, and what is due again; the layers'
         changes expired now."""
         now = time.monotonic()
-        due = [batch for when, batch in self._again if when <= now]
+        due = [change for when, batch in self._again if when <= now for change in batch]
         self._again = [(when, batch) for when, batch in self._again if when > now]
-        for batch in due:
-            self._expire(batch, announce=False)
+        if due:  # every batch due, together: one sweep a layer
+            self._expire(merged(due), announce=False)
         done: list[LayerChange] = []
         position = int(self.client.get(POSITION_KEY) or 0)
         while True:
