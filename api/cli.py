@@ -291,6 +291,7 @@ def _up(settings: Settings) -> int:
             f"  Flower   http://{settings.host}:{settings.flower_port}/  (login {flower_login},"
             " password in the secrets file or MAPSVC_FLOWER_BASIC_AUTH)\n"
             f"  convert  {convert_address} (gRPC; POST {base}{USER_PREFIX}/pdf-merge)\n"
+            "  follower the edits of watched layers expire their tiles (mapsvc watch <layer>)\n"
             "Ctrl-C stops all.\n",
             flush=True,
         )

@@ -48,7 +48,7 @@ from shared.seeding.truncate import run_sweep
 from shared.tiles.stores import TileStores
 from shared.tiles.styles import styles_drawing
 from shared.vector.cache import WATCHED_KEY
-from shared.vector.watch import CHANNEL, Change, changes_after, install, prune, watched
+from shared.vector.watch import CHANNEL, Change, changes_after, prune, watched
 
 __all__ = [
     "LEASE_KEY",
@@ -225,7 +225,6 @@ class Follower:
         return False
 
     def _follow(self, conn: psycopg.Connection[Any], stop: threading.Event) -> None:
-        install(conn)
         conn.execute(f"LISTEN {CHANNEL}")
         self.sync_watched(conn)
         while not stop.is_set():

@@ -38,7 +38,7 @@ __all__ = [
     "Watched",
     "changes_after",
     "install",
-    "last_change",
+    "installed",
     "prune",
     "start_watching",
     "stop_watching",
@@ -196,8 +196,8 @@ def watch(conn: psycopg.Connection[Any], layer: VectorLayer) -> Watched:
             f"{layer.id} is a view: watch the tables it reads (a view has no triggers)",
             layer=layer.id,
         )
-    install(conn)
     try:
+        install(conn)
         with conn.transaction():
             for statement in _triggers(layer):
                 conn.execute(statement)
@@ -221,7 +221,8 @@ def unwatch(conn: psycopg.Connection[Any], layer: VectorLayer) -> None:
         NotFoundError: it is not watched.
         ForbiddenError: the database role may not remove triggers of the table.
     """
-    install(conn)
+    if not installed(conn):
+        raise NotFoundError(f"{layer.id} is not watched", layer=layer.id)
     table = sql.Identifier(layer.schema, layer.table)
     try:
         with conn.transaction():
@@ -240,15 +241,23 @@ def unwatch(conn: psycopg.Connection[Any], layer: VectorLayer) -> None:
 def _refused(conn: psycopg.Connection[Any], layer_id: str) -> ForbiddenError:
     role = conn.execute("SELECT current_user").fetchone()
     return ForbiddenError(
-        f"the database role {role[0] if role else '?'} may not make triggers on {layer_id}:"
-        " run `mapsvc watch` as the table's owner (--database-url), or grant it TRIGGER",
+        f"the database role {role[0] if role else '?'} may not make triggers on {layer_id}"
+        f" (or the schema {SCHEMA} of their log): run `mapsvc watch` as the table's owner"
+        " (--database-url), or grant the role TRIGGER on it",
         layer=layer_id,
     )
 
 
+def installed(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the log is there (a layer was ever watched in this database)."""
+    row = conn.execute(f"SELECT to_regclass('{SCHEMA}.watched') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
 def watched(conn: psycopg.Connection[Any]) -> list[Watched]:
-    """The watched layers, by id."""
-    install(conn)
+    """The watched layers, by id (none before the first is watched)."""
+    if not installed(conn):
+        return []
     rows = conn.execute(
         f"SELECT layer, geometry_column, since FROM {SCHEMA}.watched ORDER BY layer"
     ).fetchall()
@@ -256,7 +265,10 @@ def watched(conn: psycopg.Connection[Any]) -> list[Watched]:
 
 
 def changes_after(conn: psycopg.Connection[Any], position: int, limit: int) -> list[Change]:
-    """The first ``limit`` changes of the log after ``position``, in order."""
+    """The first ``limit`` changes of the log after ``position``, in order (none before a
+    layer was first watched)."""
+    if not installed(conn):
+        return []
     rows = conn.execute(
         f"""
         SELECT c.id, c.layer, c.op, c.rows, (
@@ -274,12 +286,6 @@ def changes_after(conn: psycopg.Connection[Any], position: int, limit: int) -> l
         )
         for i, layer, op, rows, boxes in rows
     ]
-
-
-def last_change(conn: psycopg.Connection[Any]) -> int:
-    """The id of the log's last change (0: none yet)."""
-    row = conn.execute(f"SELECT coalesce(max(id), 0) FROM {LOG}").fetchone()
-    return int(row[0]) if row else 0
 
 
 def prune(conn: psycopg.Connection[Any], upto: int) -> int:

@@ -1,4 +1,4 @@
-"""Benchmark: watched layers (issue 35), from a COMMIT to the fresh tile through the front, under load.
+"""Benchmark: watched layers (issue 35), from a COMMIT to a fresh tile through the front, loaded.
 
     .venv/bin/python -m tests.bench.bench_watch [--seconds 30] [--rate 200] [--concurrency 16]
 
@@ -14,11 +14,12 @@ PostgreSQL with PostGIS, Redis, nginx and ``wrk`` must be there (``bash deploy/s
   (``api.front``) keeping the anonymous vector tiles of the layer, made public,
   ``--front-ttl-s`` (``MAPSVC_FRONT_VTILE_TTL_S``, 600 s), and the follower (``mapsvc
   follow``); all with the same ``MAPSVC_*`` environment, a work dir of their own (0755: nginx's
-  workers pass it), a Redis db of their own (flushed first and at the end), a random admin key
-  and quotas they do not reach (the load comes from one address, which stands for many
-  clients: ``MAPSVC_DB_STATEMENTS_PER_CALLER`` is raised too). The layer is watched through the
-  API (``PUT /watches/public.watch_points``, the admin key); the follower's settings are the
-  defaults (``MAPSVC_WATCH_SETTLE_S`` 12 s, ``MAPSVC_WATCH_BUFFER_PX`` 16);
+  workers pass it), a Redis db of their own (``--redis``, db 5: flushed first and at the end),
+  a random admin key and quotas they do not reach (the load comes from one address, which
+  stands for many clients: ``MAPSVC_DB_STATEMENTS_PER_CALLER`` is raised too). The layer is
+  watched through the API (``PUT /watches/public.watch_points``, the admin key); the
+  follower's settings are the defaults (``MAPSVC_WATCH_SETTLE_S`` 12 s,
+  ``MAPSVC_WATCH_BUFFER_PX`` 16);
 - every tile of ``--zooms`` (10-12) over the region is asked once through the front (both
   caches filled). Then, all at once, until the last probe is done:
 
@@ -38,9 +39,9 @@ PostgreSQL with PostGIS, Redis, nginx and ``wrk`` must be there (``bash deploy/s
     sent, both are read through the front every ``--poll-ms`` (50 ms), each on a keep-alive
     connection, until the new tile's features carry the new name and the old tile's no longer
     carry the old one (the tiles' string values, decoded from the MVT, the gzip undone).
-    Staleness: from sending the statement to the later of the two answers that showed it —
-    an upper bound, by the statement's own time, an answer's time and up to one poll
-    interval. ``--recheck-s`` (2 s) after that both are read once more: a tile stale again (an
+    Staleness: from sending the statement to the later of the two answers that showed it (it
+    overstates by at most the statement's own time, an answer's time and one poll
+    interval). ``--recheck-s`` (2 s) after that both are read once more: a tile stale again (an
     answer drawn before the commit and kept after the expiry) is counted. A probe not fresh
     within ``--probe-timeout-s`` is counted as never fresh (infinitely stale).
 
@@ -123,7 +124,7 @@ dofile("{counted}")
 function init(args)
   urls = {{}}
   for line in io.lines(args[1]) do urls[#urls + 1] = line end
-  i = (id - 1) * math.floor(#urls / 4)
+  i = (id - 1) * math.floor(#urls / tonumber(args[2]))
 end
 
 function request()
@@ -397,6 +398,13 @@ class Measurement:
             if max(abs(new[1] - old[1]), abs(new[2] - old[2])) >= 2:  # no buffer shared
                 break
         token = f"probe {number} row {row} {self.rng.getrandbits(32):08x}"
+
+        def arrived(strings: set[str]) -> bool:  # the new tile shows the row
+            return token in strings
+
+        def gone(strings: set[str]) -> bool:  # the old tile no longer does
+            return name not in strings
+
         host, port = "127.0.0.1", self.plan.front_port
         at_old, at_new = HttpConnection(host, port, GZIP), HttpConnection(host, port, GZIP)
         try:
@@ -429,15 +437,15 @@ class Measurement:
             probe = Probe(number, row, old, new, kept, commit_ms)
             self.probes.append(probe)
             probe.new_s, probe.old_s = await asyncio.gather(
-                _poll(at_new, new, lambda s: token in s, sent, self.plan, probe),
-                _poll(at_old, old, lambda s: name not in s, sent, self.plan, probe),
+                _poll(at_new, new, arrived, sent, self.plan, probe),
+                _poll(at_old, old, gone, sent, self.plan, probe),
             )
             if probe.staleness == math.inf:
                 return  # its row stays out of the probes' pool: its state is not known
             await asyncio.sleep(self.args.recheck_s)
             for conn, tile, fresh in (
-                (at_new, new, lambda s: token in s),
-                (at_old, old, lambda s: name not in s),
+                (at_new, new, arrived),
+                (at_old, old, gone),
             ):
                 status, _, body = await _read(conn, tile_path(tile))
                 strings = answer_strings(status, body)
@@ -520,6 +528,7 @@ def start_wrk(
     lua.write_text(_CYCLE_LUA.format(counted=COUNTED_LUA))
     argv = ["wrk", f"-t{args.wrk_threads}", f"-c{args.concurrency}", "-d3600s", "--latency"]
     argv += ["--timeout=10s", "-H", "Accept-Encoding: gzip", "-s", str(lua), base, "--", str(urls)]
+    argv.append(str(args.wrk_threads))
     return start(stack, "wrk", argv, work / "logs" / "wrk.log", dict(os.environ), work)
 
 
@@ -549,7 +558,7 @@ def caught_up(pg: str, redis_url: str, follower: Server, limit_s: float) -> floa
     with psycopg.connect(f"{pg}/{BENCH_DB}", autocommit=True, connect_timeout=5) as conn:
         row = conn.execute(NEWEST_CHANGE).fetchone()
     newest, t0 = int(row[0]) if row else 0, time.monotonic()
-    while int(client.get(POSITION_KEY) or 0) < newest:  # type: ignore[arg-type]
+    while int(client.get(POSITION_KEY) or 0) < newest:
         follower.check()
         if time.monotonic() - t0 > limit_s:
             raise TimeoutError(f"the follower did not catch up within {limit_s:.0f} s")
@@ -562,8 +571,8 @@ def expiries(redis_url: str) -> list[dict[str, Any]]:
     """The follower's ``layer-changed`` lines of the layer (its stream keeps the last ~1,000)."""
     client = sync_client(redis_url)
     lines = []
-    for _, fields in client.xrange(layer_stream(LAYER)):  # type: ignore[union-attr]
-        kind, _, body = str(fields.get("text", "")).partition(" ")
+    for _, fields in client.xrange(layer_stream(LAYER)) or []:
+        kind, _, body = str((fields or {}).get("text", "")).partition(" ")
         if kind == "layer-changed":
             lines.append(json.loads(body))
     client.close()
@@ -577,9 +586,8 @@ def spread(values: Sequence[float], unit: str, digits: int = 2) -> str:
     if not values:
         return "none"
     cuts = [percentile(values, p) for p in (50, 95)]
-    return (
-        f"p50 {cuts[0]:.{digits}f}, p95 {cuts[1]:.{digits}f}, max {max(values):.{digits}f} {unit}"
-    )
+    text = f"p50 {cuts[0]:.{digits}f}, p95 {cuts[1]:.{digits}f}, max {max(values):.{digits}f}"
+    return f"{text} {unit}" if unit else text
 
 
 def report(
@@ -602,14 +610,14 @@ def report(
     fresh = [s for s in staleness if s != math.inf]
     print(
         f"\n=== results: {LAYER} watched, through the front; wrk -t{args.wrk_threads}"
-        f" -c{args.concurrency} over {len(wrk_out and '')}the tiles z{args.zooms}; {args.rate}"
+        f" -c{args.concurrency} over the tiles z{args.zooms}; {args.rate:g}"
         f" rows/s asked over {args.writers} + 2 connections; probes at z{args.probe_zoom},"
-        f" {args.probe_rate}/s for {args.seconds} s, polled every {args.poll_ms} ms ==="
+        f" {args.probe_rate:g}/s for {args.seconds:g} s, polled every {args.poll_ms:g} ms ==="
     )
     print("load")
     print(
         f"  {'writes':22} {run.writes.commits} commits in {run.writes.seconds:.1f} s:"
-        f" {write_rate:.1f} rows/s (asked {args.rate}); statement+COMMIT"
+        f" {write_rate:.1f} rows/s (asked {args.rate:g}); statement+COMMIT"
         f" {spread(run.writes.commit_ms, 'ms', 1)}; latest start {run.writes.late_ms:.0f} ms"
         " after its slot"
     )
@@ -628,14 +636,16 @@ def report(
         f" {spread([float(b['seconds']) for b in batches], 's', 3)}"
     )
     print(
-        f"  {'':22} lag behind the log (every 0.25 s): {spread(list(map(float, run.lag)), 'changes', 0)};"
+        f"  {'':22} lag behind the log (every 0.25 s):"
+        f" {spread(list(map(float, run.lag)), 'changes', 0)};"
         f" CPU {follower_cpu:.1f} s in {run.seconds:.1f} s"
         f" ({follower_cpu / run.seconds:.0%} of a core); settle re-expiry after {settle_s:g} s"
     )
     if write_rate < 0.95 * args.rate:
-        print(f"  WARNING: {write_rate:.0f} rows/s written, not the {args.rate} asked")
+        print(f"  WARNING: {write_rate:.0f} rows/s written, not the {args.rate:g} asked")
     print(
-        f"\nstaleness: from sending the UPDATE to the front's answers showing it (z{args.probe_zoom})"
+        "\nstaleness: from sending the UPDATE to the front's answers showing it"
+        f" (z{args.probe_zoom})"
     )
     kept = sum(p.kept for p in probes)
     print(
@@ -660,7 +670,7 @@ def report(
     )
     print("\ngoal (issue 35):")
     summary_line(
-        f"watch load: {write_rate:.0f} rows/s written (asked {args.rate}), {tiles / wrk_s:.0f}"
+        f"watch load: {write_rate:.0f} rows/s written (asked {args.rate:g}), {tiles / wrk_s:.0f}"
         f" tiles/s read through the front, {len(probes)} probes"
     )
     goal("staleness COMMIT -> fresh tile via the front, p95", p95, 2.0, "s", at_most=True)
@@ -734,9 +744,13 @@ def main() -> int:
             MAPSVC_DB_STATEMENTS_PER_CALLER="64",
         )
         logs = work / "logs"
-        api = start(stack, "api", serve_argv(settings, behind_front=True), logs / "api.log", env, ROOT)
+        api = start(
+            stack, "api", serve_argv(settings, behind_front=True), logs / "api.log", env, ROOT
+        )
         api_base = f"http://127.0.0.1:{backend}"
-        client = stack.enter_context(httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}))
+        client = stack.enter_context(
+            httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"})
+        )
         wait_http(client, f"{api_base}/api-user/health", [api], deadline, 120)
         conf = write_front_config(settings, f"127.0.0.1:{backend}")
         front = start(stack, "front", front_argv(conf), logs / "front.log", env, ROOT)
@@ -749,9 +763,8 @@ def main() -> int:
         name = wait_follower(client, api_base, follower, deadline)
         servers = [api, front, follower]
 
-        tiles = random.Random(args.seed).sample(
-            region_tiles(region, minzoom, maxzoom), k=len(region_tiles(region, minzoom, maxzoom))
-        )
+        tiles = region_tiles(region, minzoom, maxzoom)
+        random.Random(args.seed).shuffle(tiles)  # every zoom in every stretch of the cycle
         zooms = Counter(z for z, _, _ in tiles)
         paths = [tile_path(t) for t in tiles]
         print(about_db)
@@ -770,7 +783,9 @@ def main() -> int:
         bad = {k: n for k, n in filled.answers.items() if not k.startswith(("200 ", "204 "))}
         if bad:
             raise RuntimeError(f"filling the caches: answers that are no tile: {bad}")
-        sample = [anonymous.get(front_base + p, headers={"Accept-Encoding": "gzip"}) for p in paths[:20]]
+        sample = [
+            anonymous.get(front_base + p, headers={"Accept-Encoding": "gzip"}) for p in paths[:20]
+        ]
         if any("x-request-id" in r.headers for r in sample):
             raise RuntimeError(
                 "the front does not keep the layer's tiles (answers come from the API): see"

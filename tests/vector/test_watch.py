@@ -407,3 +407,36 @@ def test_one_caller_never_takes_every_event_stream(world: World, settings: Setti
                     break
             assert time.monotonic() < deadline, "the streams were not given back"
             time.sleep(0.2)
+
+
+def test_a_role_that_may_not_make_triggers_is_told_how_and_changes_nothing(
+    world: World, settings: Settings
+) -> None:
+    with psycopg.connect(world.db, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS watch_owned; DROP ROLE IF EXISTS watch_weak")
+        conn.execute("CREATE ROLE watch_weak LOGIN")
+        conn.execute(
+            "CREATE TABLE watch_owned (id serial PRIMARY KEY, geom geometry(Point, 4326));"
+            " GRANT SELECT ON watch_owned TO watch_weak"
+        )
+    url = urlsplit(world.db)
+    weak = url._replace(netloc=f"watch_weak@{url.hostname}:{url.port or 5432}")
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "watch", "public.watch_owned"]
+        + ["--database-url", weak.geturl()],
+        env=world.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "may not make triggers on public.watch_owned" in done.stderr
+    assert "run `mapsvc watch` as the table's owner" in done.stderr
+    with psycopg.connect(world.db, autocommit=True) as conn:
+        triggers = conn.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'watch_owned'::regclass"
+        ).fetchone()
+        conn.execute("DROP TABLE watch_owned; DROP ROLE watch_weak")
+    assert triggers == (0,)
+    listed = httpx.get(f"{world.api}/api-user/watches", headers=AUTH).json()["layers"]
+    assert [w["layer"] for w in listed] == [LAYER]
