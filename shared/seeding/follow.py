@@ -48,6 +48,7 @@ from shared.seeding.truncate import run_sweep
 from shared.tiles.stores import TileStores
 from shared.tiles.styles import styles_drawing
 from shared.vector.cache import WATCHED_KEY
+from shared.vector.front_cache import Known
 from shared.vector.watch import CHANNEL, Change, changes_after, prune, watched
 
 __all__ = [
@@ -190,9 +191,10 @@ class Follower:
     buffer_px: int = 16
     coalesce_s: float = 0.05
     poll_s: float = 1.0
-    settle_s: float = 6.0
+    settle_s: float = 12.0
     lease_s: float = 10.0
     _again: list[tuple[float, list[LayerChange]]] = field(default_factory=list)
+    _front_known: Known = field(default_factory=dict)
     _me: str = field(default_factory=lambda: f"{socket.gethostname()} pid {os.getpid()}")
 
     def run(self, stop: threading.Event) -> None:
@@ -266,7 +268,8 @@ class Follower:
             changes = changes_after(conn, position, _BATCH)
             if not changes:
                 return done
-            if any(c.layer not in self._known for c in changes):
+            known = {str(m) for m in self.client.smembers(WATCHED_KEY)}
+            if any(c.layer not in known for c in changes):  # watched meanwhile
                 self.sync_watched(conn)
             batch = coalesce(changes)
             self._expire(batch, announce=True)
@@ -275,10 +278,6 @@ class Follower:
             self.client.set(POSITION_KEY, position)
             prune(conn, position)
             done.extend(batch)
-
-    @property
-    def _known(self) -> set[str]:
-        return {str(m) for m in self.client.smembers(WATCHED_KEY)}
 
     def _expire(self, batch: Sequence[LayerChange], *, announce: bool) -> None:
         for change in batch:
@@ -297,6 +296,7 @@ class Follower:
             report,
             stores=self.stores,
             client=self.client,
+            front_known=self._front_known,
         )
         dropped = int(found["removed"])
         schema, _, table = change.layer.partition(".")

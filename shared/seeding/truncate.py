@@ -16,6 +16,7 @@ meanwhile puts back what it renders.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from shared.seeding.tile_sets import TileSet, tile_set_from_json
 from shared.tiles.store import TileStore
 from shared.tiles.stores import TileStores
 from shared.vector.cache import drop_cached_tiles
-from shared.vector.front_cache import drop_front_tiles
+from shared.vector.front_cache import Known, drop_front_tiles
 
 __all__ = ["Render", "SweepReport", "plan_sweep", "run_sweep"]
 
@@ -157,9 +158,10 @@ def _raster(run: _Run, stores: TileStores, tiles: TileSet) -> dict[str, Any]:
     }
 
 
-def _vector(run: _Run, client: redis.Redis, tiles: TileSet) -> dict[str, Any]:
+def _vector(run: _Run, client: redis.Redis, tiles: TileSet, known: Known | None) -> dict[str, Any]:
     sweep = run.sweep
 
+    @functools.cache  # (a tile is asked of once per answer: mounts, encodings, parameters)
     def wanted(tile: TileAddress) -> bool:
         if not sweep.minzoom <= tile.z < sweep.maxzoom:
             return False
@@ -175,6 +177,7 @@ def _vector(run: _Run, client: redis.Redis, tiles: TileSet) -> dict[str, Any]:
             sweep.layer,
             wanted,
             aliases=sweep.front.get("names", ()),
+            known=known,
         )
         text = (
             "not readable here: its tiles end with their TTL"
@@ -195,6 +198,7 @@ def run_sweep(
     client: redis.Redis,
     render: Render | None = None,
     rerender_max: int = 0,
+    front_known: Known | None = None,
 ) -> dict[str, Any]:
     """Remove (or draw again) the layer's cached tiles of a sweep; the job's result.
 
@@ -205,6 +209,8 @@ def run_sweep(
         client: Redis, where the API's vector answers are kept.
         render: draws a tile (``rerender``).
         rerender_max: most tiles drawn again; the others found are removed.
+        front_known: what the front's files hold, as read before (a caller that sweeps often
+            keeps it: :data:`~shared.vector.front_cache.Known`).
 
     Returns:
         ``layer``, ``mode``, ``minzoom``, ``maxzoom``, ``zooms`` (each ``zoom``, ``removed``,
@@ -220,7 +226,9 @@ def run_sweep(
     started = time.monotonic()
     tiles = tile_set_from_json(sweep.tiles)
     run = _Run(sweep, report, render, rerender_max)
-    where = _vector(run, client, tiles) if sweep.vector else _raster(run, stores, tiles)
+    where = (
+        _vector(run, client, tiles, front_known) if sweep.vector else _raster(run, stores, tiles)
+    )
     zooms = range(sweep.minzoom, sweep.maxzoom)
     result = {
         "layer": sweep.layer,

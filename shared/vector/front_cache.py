@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shared.base.grid import TileAddress
 
-__all__ = ["drop_front_tiles"]
+__all__ = ["Known", "drop_front_tiles"]
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +72,9 @@ def _head(path: Path) -> bytes:
         return b""
 
 
-def _tile_of(
-    head: bytes, patterns: Sequence[re.Pattern[str]], names: Collection[str]
-) -> TileAddress | None:
-    """The tile of the layer of ``names`` whose answer a kept file keeps, from its first bytes
-    ``head``; None: another layer's, another answer."""
+def _tile_of(head: bytes, patterns: Sequence[re.Pattern[str]]) -> tuple[str, TileAddress] | None:
+    """The layer name and tile whose answer a kept file keeps, from its first bytes ``head``;
+    None: another answer."""
     start = head.find(_KEY)
     end = head.find(b"\n", start + len(_KEY)) if start >= 0 else -1
     if end < 0:
@@ -84,15 +82,17 @@ def _tile_of(
     uri = head[start + len(_KEY) : end].decode("utf-8", "replace").split("|", 1)[0]
     for pattern in patterns:
         found = pattern.match(uri)
-        if found is not None and found["vlayer"] in names:
-            return TileAddress(int(found["z"]), int(found["x"]), int(found["y"]))
+        if found is not None:
+            tile = TileAddress(int(found["z"]), int(found["x"]), int(found["y"]))
+            return found["vlayer"], tile
     return None
 
 
-def _expire(path: Path, head: bytes) -> bool:
-    """Mark a kept answer expired (see the module's notes); False when it is gone."""
+def _expire(path: Path, versioned: bool) -> bool:
+    """Mark a kept answer expired (see the module's notes; a file of another header layout
+    than ``versioned`` is removed); False when it is gone."""
     try:
-        if not head.startswith(_VERSION):
+        if not versioned:
             path.unlink()
             return True
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
@@ -109,6 +109,12 @@ def _expire(path: Path, head: bytes) -> bool:
     return True
 
 
+#: what a kept file holds, by its path: a file's name is the MD5 of its key, so a path always
+#: keeps the same request's answer (the layer name and tile of its path, or None for another
+#: answer) in the same header layout
+Known = dict[Path, tuple[str, TileAddress, bool] | None]
+
+
 def drop_front_tiles(
     folder: Path,
     patterns: Sequence[str],
@@ -116,11 +122,14 @@ def drop_front_tiles(
     wanted: Callable[[TileAddress], bool],
     *,
     aliases: Collection[str] = (),
+    known: Known | None = None,
 ) -> list[TileAddress] | None:
     """Expire the front's kept answers of the tiles of a layer that ``wanted`` picks.
 
     Every kept file is read (its first 4 kB): the work is the front's cache, at most its
-    ``max_size`` and only the answers asked within its ``inactive`` time.
+    ``max_size`` and only the answers asked within its ``inactive`` time. A caller that expires
+    often (the follower of watched layers) passes ``known``: a file read once is not read
+    again, only listed (the paths gone are forgotten).
 
     Args:
         folder: the front's ``proxy_cache_path`` of vector tiles.
@@ -137,15 +146,30 @@ def drop_front_tiles(
     compiled = [re.compile(p) for p in patterns]
     names = {layer_id, *aliases}
     dropped: list[TileAddress] = []
+    seen: set[Path] = set()
     try:
         for path in _files(folder):
-            head = _head(path)
-            tile = _tile_of(head, compiled, names)
-            if tile is not None and wanted(tile) and _expire(path, head):
+            seen.add(path)
+            if known is not None and path in known:
+                kept = known[path]
+            else:
+                head = _head(path)
+                found = _tile_of(head, compiled)
+                kept = None if found is None else (*found, head.startswith(_VERSION))
+                if known is not None and head:
+                    known[path] = kept
+            if kept is None:
+                continue
+            name, tile, versioned = kept
+            if name in names and wanted(tile) and _expire(path, versioned):
                 dropped.append(tile)
     except FileNotFoundError:
         return dropped  # no front has kept anything here
     except PermissionError as exc:
         log.warning("the front's vector tiles in %s cannot be removed: %s", folder, exc)
         return None
+    finally:
+        if known is not None:
+            for gone in known.keys() - seen:
+                del known[gone]
     return dropped

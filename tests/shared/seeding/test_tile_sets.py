@@ -19,6 +19,7 @@ from shared.seeding.coverage import Coverage
 from shared.seeding.expiry import MAX_LINES, expiry_tiles, parse_tile_lines
 from shared.seeding.tile_sets import CoverageTiles, ListedTiles, tile_set_from_json
 from shared.settings import Settings
+from shared.vector import front_cache
 from shared.vector.front_cache import drop_front_tiles
 
 LISTED = [TileAddress(3, 2, 1), TileAddress(4, 4, 2), TileAddress(4, 10, 10), TileAddress(2, 1, 0)]
@@ -122,6 +123,37 @@ def test_the_front_s_kept_answers_of_a_layer_s_tiles_are_marked_expired(tmp_path
     assert foreign.exists()  # its path is no tile (a query in $uri never is)
     assert not old.exists()  # an unknown header layout: removed
     assert drop_front_tiles(tmp_path / "none", PATTERNS, "public.a", lambda t: True) == []
+
+
+def test_a_follower_reads_each_kept_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``known`` (the follower's), a file is read once: its path always keeps the same
+    request's answer; a new file is read, a file gone is forgotten."""
+    folder = tmp_path / "vtiles"
+    known: front_cache.Known = {}
+    first = kept(folder, "/api-user/vtile/public.a/2/1/1.pbf")
+    kept(folder, "/api-user/vtile/public.b/2/1/1.pbf")
+    read: list[Path] = []
+    head = front_cache._head
+
+    def reading(path: Path) -> bytes:
+        read.append(path)
+        return head(path)
+
+    monkeypatch.setattr(front_cache, "_head", reading)
+    assert drop_front_tiles(folder, PATTERNS, "public.a", lambda t: True, known=known) == [
+        TileAddress(2, 1, 1)
+    ]
+    assert len(read) == 2
+    read.clear()
+    later = kept(folder, "/api-user/vtile/public.a/3/2/2.pbf")
+    first.unlink()
+    dropped = drop_front_tiles(folder, PATTERNS, "public.a", lambda t: True, known=known)
+    assert dropped == [TileAddress(3, 2, 2)]
+    assert read == [later]  # only the new file was read
+    assert first not in known  # the gone one forgotten
+    assert struct.unpack("=q", later.read_bytes()[8:16]) == (0,)
 
 
 def test_dropping_entries_takes_them_off_the_books(settings: Settings, rdb: redis.Redis) -> None:
