@@ -26,7 +26,10 @@ def app(
     exports = export_folder(settings.dirs.exports, MOSAIC_ID)
     exports.mkdir(parents=True, exist_ok=True)
     (exports / OTHER_PATH_VALUES["name"]).write_bytes(b"PMTiles\x03")
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    # an event stream ends after a second: the tests read a layer's stream (which never ends
+    # by itself) whole, as every other answer
+    short = settings.model_copy(update={"sse_max_duration_s": 1.0})
+    with TestClient(create_app(short), raise_server_exceptions=False) as client:
         yield client
 
 
