@@ -77,7 +77,10 @@ def db_error(
     if state.startswith("22"):  # a data exception in the layer itself (a broken view)
         return UnprocessableError(f"the layer's data cannot be read: {message}")
     log.error("vector query failed: %s", orig)
-    return UnavailableError("the database could not answer the query")
+    # (PostgreSQL stopped under a query: the connection ends with it)
+    return UnavailableError(
+        "the database could not answer the query", service="PostgreSQL", retry_after_s=5
+    )
 
 
 def own_timeout(query: LayerQuery, timeout_ms: int, filter_timeout_ms: int | None) -> int | None:
