@@ -49,7 +49,14 @@ from shared.tiles.stores import TileStores
 from shared.tiles.styles import styles_drawing
 from shared.vector.cache import WATCHED_KEY
 from shared.vector.front_cache import Known
-from shared.vector.watch import CHANNEL, Change, changes_after, prune, watched
+from shared.vector.watch import (
+    CHANNEL,
+    Change,
+    changes_after,
+    newest_change,
+    prune,
+    watched,
+)
 
 __all__ = [
     "LEASE_KEY",
@@ -229,6 +236,9 @@ class Follower:
     def _follow(self, conn: psycopg.Connection[Any], stop: threading.Event) -> None:
         conn.execute(f"LISTEN {CHANNEL}")
         self.sync_watched(conn)
+        if int(self.client.get(POSITION_KEY) or 0) > newest_change(conn):
+            # a log made again (its ids start over): read it from its start
+            self.client.set(POSITION_KEY, 0)
         while not stop.is_set():
             if not self._lease():
                 return

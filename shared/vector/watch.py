@@ -39,6 +39,7 @@ __all__ = [
     "changes_after",
     "install",
     "installed",
+    "newest_change",
     "prune",
     "start_watching",
     "stop_watching",
@@ -286,6 +287,16 @@ def changes_after(conn: psycopg.Connection[Any], position: int, limit: int) -> l
         )
         for i, layer, op, rows, boxes in rows
     ]
+
+
+def newest_change(conn: psycopg.Connection[Any]) -> int:
+    """The id of the newest change ever logged (0: none, or no log)."""
+    if not installed(conn):
+        return 0
+    row = conn.execute(
+        f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {LOG}_id_seq"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def prune(conn: psycopg.Connection[Any], upto: int) -> int:

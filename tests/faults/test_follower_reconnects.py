@@ -13,6 +13,7 @@ import redis
 
 from shared.seeding.follow import POSITION_KEY
 from shared.settings import Settings
+from shared.vector.watch import newest_change
 from tests.conftest import settings_env
 from tests.faults.conftest import Api
 from tests.services import PostgresCluster
@@ -25,10 +26,7 @@ TILE = "/api-user/vtile/public.moved/4/8/7.pbf"  # holds lon 10, lat 0..20
 
 def newest(db: str) -> int:
     with psycopg.connect(db, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM mapsvc_watch.changes_id_seq"
-        ).fetchone()
-    return int(row[0]) if row else 0
+        return newest_change(conn)
 
 
 def settled(db: str, rdb: redis.Redis, timeout_s: float) -> None:

@@ -31,7 +31,7 @@ import redis
 
 from shared.seeding.follow import POSITION_KEY, coalesce
 from shared.settings import Settings
-from shared.vector.watch import Change
+from shared.vector.watch import Change, newest_change
 from tests.checks import AUTH, assert_error
 from tests.conftest import free_port, pg, served, settings_env
 from tests.interop.gdal import run
@@ -81,11 +81,7 @@ class World:
 
     def newest_change(self) -> int:
         with psycopg.connect(self.db, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END"
-                " FROM mapsvc_watch.changes_id_seq"
-            ).fetchone()
-        return int(row[0]) if row else 0
+            return newest_change(conn)
 
     def settled(self, timeout_s: float = 20) -> float:
         """Wait until the follower expired every change logged; the seconds it took."""
@@ -440,3 +436,21 @@ def test_a_role_that_may_not_make_triggers_is_told_how_and_changes_nothing(
     assert triggers == (0,)
     listed = httpx.get(f"{world.api}/api-user/watches", headers=AUTH).json()["layers"]
     assert [w["layer"] for w in listed] == [LAYER]
+
+
+def test_a_log_made_again_is_read_from_its_start(world: World, tmp_path: Path) -> None:
+    """A position past the log's newest change (the log dropped and made again: its ids start
+    over) is read from the log's start, not waited past."""
+    world.kill_follower()
+    world.rdb.set(POSITION_KEY, 10**9)
+    world.start_follower()
+    deadline = time.monotonic() + 20
+    while int(world.rdb.get(POSITION_KEY) or 0) > world.newest_change():
+        assert time.monotonic() < deadline, "the follower kept a position past the log"
+        time.sleep(0.05)
+    b = tile_of(B)
+    world.tile(b)  # kept by the front
+    world.sql("INSERT INTO watch_points (name, geom) VALUES ('anew', ST_Point(%s, %s, 4326))", B)
+    world.settled()
+    fresh = world.tile(b, **{"Accept-Encoding": "identity"}).content
+    assert "anew" in names(fresh, b, tmp_path)
