@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python -m tests.bench.bench_seed && \
 	$(BIN)/python -m tests.bench.bench_priority --contrast && \
 	$(BIN)/python -m tests.bench.bench_vector && \
+	$(BIN)/python -m tests.bench.bench_watch && \
 	$(BIN)/python -m tests.bench.bench_front && \
 	$(BIN)/python -m tests.bench.bench_ogc && \
 	$(BIN)/python -m tests.bench.bench_zooms && \
