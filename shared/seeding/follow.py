@@ -50,6 +50,7 @@ from shared.tiles.styles import styles_drawing
 from shared.vector.cache import WATCHED_KEY
 from shared.vector.front_cache import Known
 from shared.vector.watch import (
+    CELL_DEG,
     CHANNEL,
     Change,
     changes_after,
@@ -138,7 +139,7 @@ def merged(changes: Iterable[LayerChange], most: int = MAX_BOXES) -> list[LayerC
 
 def _grown(boxes: list[list[float]], most: int) -> list[list[float]]:
     """``boxes``, at most ``most`` of them: merged by cells of growing size until they fit."""
-    cell = 0.05
+    cell = CELL_DEG  # (the cells the triggers group rows by)
     while len(boxes) > most:
         cells: dict[tuple[int, int], list[float]] = {}
         for w, s, e, n in boxes:
